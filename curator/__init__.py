@@ -1,0 +1,1 @@
+"""Learning: Reflexion, the ExpeL distiller, causal discovery and the curator cycle."""

@@ -1,0 +1,1 @@
+"""The stores: episodic (LanceDB), semantic (SQLite), graph (LMDB). Stores never import each other."""
