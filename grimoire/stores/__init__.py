@@ -1,1 +1,4 @@
-"""The stores: episodic (LanceDB), semantic (SQLite), graph (LMDB). Stores never import each other."""
+"""The stores: episodic (LanceDB), semantic (SQLite), graph (LMDB).
+
+Stores never import each other, retrieval or the curator; the facade composes them.
+"""

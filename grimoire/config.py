@@ -1,0 +1,398 @@
+"""Every setting of Grimoire, declared once with its default and help (SPEC.md's numbers).
+
+``load_config(path, env)`` is the only function that reads YAML or the
+environment: YAML first, then ``GRIMOIRE_<SECTION>__<KEY>`` (or
+``GRIMOIRE_<KEY>`` for top-level keys) overrides. Unknown keys are errors.
+Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grimoire.errors import ConfigError
+
+__all__ = ["Config", "config_items", "load_config"]
+
+
+def opt(default: Any, help: str) -> Any:
+    """A config field with its default and one line of help."""
+    if isinstance(default, dict | list):
+        factory: Any = (lambda d=default: dict(d)) if isinstance(default, dict) else (
+            lambda d=default: list(d)
+        )
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    model: str = opt("all-MiniLM-L6-v2-int8", "embedding model: the bundled int8 ONNX MiniLM, "
+                     "or a fastembed model name present on this machine")
+    model_dir: str | None = opt(None, "directory holding another fastembed model's files "
+                                "(None = the bundled model)")
+    dim: int = opt(384, "embedding dimension (must match the model)")
+    max_tokens: int = opt(256, "tokenizer truncation (256 matches the reference model)")
+    batch_size: int = opt(64, "texts per embedding batch")
+    threads: int = opt(2, "onnxruntime intra-op threads")
+
+
+@dataclass(frozen=True)
+class DecayConfig:
+    half_life_days: dict[str, float | None] = opt(
+        {"structural": None, "regime_conditional": 14.0, "tactical": 7.0, "ephemeral": 1.0},
+        "half-life per decay class in days (None = never decays)")
+    warning_multiplier: float = opt(2.0, "half-life multiplier for warnings")
+    bloodstain_multiplier: float = opt(3.0, "half-life multiplier for bloodstain entries")
+    dream_multiplier: float = opt(2.0, "half-life multiplier for dream-validated entries")
+    low_quality_threshold: float = opt(0.3, "quality below this halves the half-life")
+    low_quality_multiplier: float = opt(0.5, "half-life multiplier for low-quality entries")
+    floor: float = opt(0.05, "effective confidence never falls below this")
+    upvote: float = opt(0.10, "confidence added by an UPVOTE")
+    downvote: float = opt(0.15, "confidence removed by a DOWNVOTE")
+    prediction_right: float = opt(0.05, "curator: confidence added for a validated prediction")
+    prediction_wrong: float = opt(0.10, "curator: confidence removed for a wrong prediction")
+    min_confidence: float = opt(0.05, "confidence clamp, lower bound")
+    max_confidence: float = opt(0.99, "confidence clamp, upper bound")
+    dream_strength: float = opt(0.5, "strength added by a dream validation")
+    episode_half_life_hours: float = opt(48.0, "half-life of an episode's recency in retrieval")
+    provenance_weight: dict[str, float] = opt(
+        {"self_learned": 1.0, "replicant": 1.0, "clade": 0.8, "predecessor": 0.6,
+         "death_reflection": 0.6, "styx_query": 0.5, "lethe": 0.5, "marketplace": 0.5,
+         "dream": 0.6},
+        "initial confidence = base_confidence x this weight")
+    base_confidence: float = opt(0.5, "initial confidence before the provenance weight")
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    weights: dict[str, float] = opt(
+        {"future_utility": 0.25, "factual_confidence": 0.25, "semantic_novelty": 0.20,
+         "temporal_recency": 0.15, "content_type_prior": 0.15},
+        "weights of the five admission factors")
+    reject_below: float = opt(0.45, "composite below this is rejected")
+    low_confidence_below: float = opt(0.55, "composite below this is admitted at low confidence")
+    low_confidence: float = opt(0.3, "confidence of a low-composite admission")
+    skip_similarity: float = opt(0.95, "nearest-neighbour cosine above this: SKIP (duplicate)")
+    merge_similarity: float = opt(0.90, "nearest-neighbour cosine above this: MERGE (upvote)")
+    off_topic_similarity: float = opt(0.5, "nearest-neighbour cosine below this: off-topic flag")
+    firewall_factual: float = opt(0.3, "firewall: factual confidence below this ...")
+    firewall_contradicted: float = opt(
+        0.7, "... contradicting an entry at or above this: quarantine"
+    )
+    recency_half_life_days: float = opt(7.0, "temporal recency factor half-life")
+    type_prior: dict[str, float] = opt(
+        {"warning": 0.9, "causal_link": 0.7, "heuristic": 0.6, "insight": 0.5,
+         "strategy_fragment": 0.4, "dream_journal": 0.3, "observation": 0.2},
+        "content type prior per category")
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    weights: dict[str, float] = opt(
+        {"specificity": 0.25, "actionability": 0.25, "novelty": 0.20, "verifiability": 0.15,
+         "consistency": 0.15},
+        "weights of the five quality dimensions")
+    red_flag_penalty: float = opt(0.1, "penalty per red flag")
+    neutral_consistency: float = opt(0.5, "consistency score without an LLM")
+
+
+@dataclass(frozen=True)
+class DistillerConfig:
+    every_episodes: int = opt(10, "distil after this many new episodes within a strategy")
+    window_episodes: int = opt(2000, "recent episodes considered per distillation")
+    min_support: int = opt(3, "episodes a finding needs at least")
+    alpha: float = opt(0.01, "family-wise significance level (Holm-corrected over conditions)")
+    min_effect: float = opt(0.25, "minimum relative effect size of a metric finding")
+    min_rate_gap: float = opt(0.2, "minimum outcome-rate gap against the base rate")
+    hour_windows: list[int] = opt([2, 3, 4, 6], "hour-of-day window widths tried")
+    causal_lag_ms: int = opt(600_000, "window in which event B must follow A for a causal link")
+    causal_min_support: int = opt(3, "A→B occurrences a causal link needs at least")
+    cost_metrics: list[str] = opt(["gas_gwei", "slippage_bps", "fees"],
+                                  "metrics that are costs (lower is better)")
+    gain_metrics: list[str] = opt(["pnl"], "metrics that are gains (higher is better)")
+    metric_actions: dict[str, list[str]] = opt(
+        {"gas_gwei": ["swap", "rebalance", "bridge"], "slippage_bps": ["swap"],
+         "fees": ["swap", "rebalance"], "pnl": ["swap", "rebalance"]},
+        "actions a metric affects, for derived heuristics")
+
+
+@dataclass(frozen=True)
+class CuratorConfig:
+    every_ticks: int = opt(50, "curator cycle every this many ticks")
+    insight_promote: float = opt(0.6, "insight at or above: active")
+    heuristic_promote: float = opt(0.7, "heuristic at or above: PLAYBOOK.md")
+    demote_below: float = opt(0.4, "active below: candidate (out of PLAYBOOK.md)")
+    prune_below: float = opt(0.1, "below this for prune_cycles consecutive cycles: archived")
+    prune_cycles: int = opt(3, "consecutive low cycles before archiving")
+    prune_quality: float = opt(0.05, "quality below this and few accesses: archived")
+    prune_min_access: int = opt(2, "access count under which low quality prunes")
+    compress_min_episodes: int = opt(3, "episodes a compressed insight needs")
+    compress_coherence: float = opt(0.7, "cluster coherence a compressed insight needs")
+    compress_factor: float = opt(0.9, "compressed insight confidence = cluster mean x this")
+    l2_every_cycles: int = opt(10, "L2 chapter summaries every this many cycles")
+    mus_prune_l1: float = opt(0.2, "prune an old L1 summary below this MUS")
+    mus_prune_l2: float = opt(0.3, "prune an old L2 summary below this MUS")
+    mus_old_days: float = opt(7.0, "a summary is old after this many days")
+    regions: int = opt(16, "region MDP: number of embedding regions")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    candidates: int = opt(20, "top-k per backend before fusion")
+    rrf_k: int = opt(60, "reciprocal rank fusion constant")
+    weights: dict[str, float] = opt(
+        {"rrf": 0.30, "confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime": 0.10},
+        "rerank weights (learned online unless frozen)")
+    mood_weight: float = opt(0.15, "weight of the PAD mood factor when a mood is given")
+    learn_weights: bool = opt(True, "learn rerank weights from outcome reports (Hedge)")
+    hedge_eta: float = opt(0.1, "Hedge learning rate")
+    weight_min: float = opt(0.02, "a learned weight never falls below this")
+    causal_max_depth: int = opt(4, "TCMF: backward BFS depth")
+    causal_similarity: float = opt(0.45, "TCMF: ancestor similarity threshold")
+    causal_lambda: float = opt(0.6, "TCMF: score x (1 + lambda x boost)")
+    bloodstain_boost: float = opt(1.2, "score multiplier for bloodstain entries")
+    mmr_lambda: float = opt(0.7, "MMR relevance/diversity balance")
+    mmr_top: int = opt(10, "MMR re-orders this many")
+    max_tokens: int = opt(500, "default token budget of a retrieve")
+    default_k: int = opt(10, "default number of items")
+    contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks")
+    graph_hops: int = opt(2, "graph candidates within this many KG hops")
+    auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
+    auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
+
+
+@dataclass(frozen=True)
+class EpisodesConfig:
+    flush_rows: int = opt(256, "LanceDB append batch: rows buffered before a flush")
+    flush_ms: int = opt(1000, "LanceDB append batch: max age of buffered rows")
+    compact_every_appends: int = opt(50, "compact the table after this many appends")
+    cleanup_older_than_s: int = opt(60, "versions older than this are removed at compaction")
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    tick_seconds: float = opt(40.0, "heartbeat tick length (SPEC: 40 s)")
+    speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)")
+    feed: str = opt("sim", "tick feed: sim | jsonl:PATH | none")
+    scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")
+    seed: int = opt(7, "simulator random seed")
+    max_request_bytes: int = opt(1_048_576, "largest accepted request line")
+    max_connections: int = opt(64, "simultaneous socket connections")
+    idle_timeout_s: float = opt(300.0, "close a connection idle this long")
+    write_queue: int = opt(10_000, "pending writes before BusyError")
+    max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str | None = opt(None, "OpenAI-compatible endpoint; None = rule-based only, "
+                               "no network")
+    model: str = opt("local", "chat model name")
+    api_key_env: str = opt("GRIMOIRE_LLM_API_KEY", "environment variable holding the API key")
+    timeout_s: float = opt(30.0, "request timeout")
+    retries: int = opt(2, "bounded retries on timeout / 5xx")
+
+
+@dataclass(frozen=True)
+class PlaybookConfig:
+    path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
+    max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines")
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: str = opt("./data/grimoire", "directory holding every store")
+    socket_path: str | None = opt(None, "Unix socket (None = <data_dir>/grimoire.sock)")
+    log_level: str = opt("info", "debug | info | warning | error")
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    episodes: EpisodesConfig = field(default_factory=EpisodesConfig)
+    decay: DecayConfig = field(default_factory=DecayConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    distiller: DistillerConfig = field(default_factory=DistillerConfig)
+    curator: CuratorConfig = field(default_factory=CuratorConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    playbook: PlaybookConfig = field(default_factory=PlaybookConfig)
+
+    @property
+    def socket(self) -> Path:
+        return Path(self.socket_path) if self.socket_path else Path(self.data_dir) / "grimoire.sock"
+
+    @property
+    def playbook_path(self) -> Path:
+        if self.playbook.path:
+            return Path(self.playbook.path)
+        return Path(self.data_dir) / "PLAYBOOK.md"
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with top-level or dotted (``"daemon.speed"``) keys changed and validated."""
+        config: Config = _build(Config, _merge(dataclasses.asdict(self), _undot(changes)), "")
+        return config
+
+
+def _undot(changes: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in changes.items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict) and key in _SECTIONS:
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_SECTIONS = frozenset(
+    name for name, hint in typing.get_type_hints(Config).items() if dataclasses.is_dataclass(hint)
+)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): _coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{where}[]") for v in value]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false",
+                                                         "no", "off"}:
+            return value.lower() in {"1", "true", "yes", "on"}
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        try:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if hint is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if hint is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{where}: unsupported type {hint!r}")
+
+
+def _build(cls: type[Any], values: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        where = f" in [{prefix.rstrip('.')}]" if prefix else ""
+        raise ConfigError(f"unknown config key(s){where}: {', '.join(sorted(unknown))}")
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value, f"{prefix}{name}.")  # type: ignore[arg-type]
+        else:
+            kwargs[name] = _coerce(value, hint, f"{prefix}{name}")
+    return cls(**kwargs)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """``GRIMOIRE_DAEMON__SPEED=10`` → ``{"daemon": {"speed": "10"}}`` (YAML-parsed values)."""
+    out: dict[str, Any] = {}
+    reserved = {"GRIMOIRE_LLM_API_KEY", "GRIMOIRE_CONFIG"}
+    for key, raw in env.items():
+        if not key.startswith("GRIMOIRE_") or key in reserved:
+            continue
+        path = key[len("GRIMOIRE_"):].lower().split("__")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else None
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Build the config from defaults, a YAML file, ``GRIMOIRE_*`` env vars and overrides."""
+    values: dict[str, Any] = dataclasses.asdict(Config())
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if loaded is not None:
+            if not isinstance(loaded, Mapping):
+                raise ConfigError(f"config file {path} must hold a mapping")
+            values = _merge(values, loaded)
+    if env:
+        values = _merge(values, _env_overrides(env))
+    if overrides:
+        values = _merge(values, _undot(overrides))
+    config: Config = _build(Config, values, "")
+    return config
+
+
+def config_items(config: Config) -> Iterator[tuple[str, Any, str]]:
+    """(dotted key, value, help) for every setting, in declaration order."""
+
+    def walk(obj: Any, prefix: str) -> Iterator[tuple[str, Any, str]]:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                yield from walk(value, f"{prefix}{f.name}.")
+            else:
+                yield f"{prefix}{f.name}", value, f.metadata.get("help", "")
+
+    return walk(config, "")

