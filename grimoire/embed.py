@@ -134,6 +134,7 @@ class FastEmbedEmbedder:
         self.dim = dim
         self.batch_size = batch_size
         self._threads = threads
+        self._counter: Any = None
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
@@ -208,10 +209,18 @@ class FastEmbedEmbedder:
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
     def count_tokens(self, text: str) -> int:
-        tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
-        if tokenizer is None:
-            return max(1, int(len(_WORD.findall(text.lower())) * 1.3))
-        return len(tokenizer.encode(text).ids)
+        """Tokens of ``text`` without the model's 256-token truncation (for token budgets)."""
+        if self._counter is None:
+            tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
+            if tokenizer is None:
+                return max(1, int(len(_WORD.findall(text.lower())) * 1.3))
+            from tokenizers import Tokenizer
+
+            counter = Tokenizer.from_str(tokenizer.to_str())
+            counter.no_truncation()
+            counter.no_padding()
+            self._counter = counter
+        return len(self._counter.encode(text).ids)
 
 
 def make_embedder(

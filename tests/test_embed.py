@@ -1,0 +1,61 @@
+"""Embedders: the test double is deterministic; the bundled model runs offline and agrees."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grimoire.embed import FastEmbedEmbedder, HashEmbedder, count_tokens
+from grimoire.errors import ValidationError
+
+
+def test_hash_embedder_is_deterministic_and_normalised(hash_embedder: HashEmbedder) -> None:
+    a = hash_embedder.embed(["gas is cheap at night", "gas is cheap at night", "bananas"])
+    assert a.dtype == np.float32 and a.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
+    assert np.array_equal(a[0], a[1])
+    assert float(a[0] @ a[2]) < 0.3
+    assert hash_embedder.embed([]).shape == (0, 384)
+
+
+def test_hash_embedder_rejects_non_strings(hash_embedder: HashEmbedder) -> None:
+    with pytest.raises(ValidationError):
+        hash_embedder.embed(["ok", 3])  # type: ignore[list-item]
+
+
+@pytest.mark.slow
+def test_real_model_is_offline_and_semantic(real_embedder: FastEmbedEmbedder) -> None:
+    """The pip-installed MiniLM loads with HF_HUB_OFFLINE and ranks meaning, not words."""
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert real_embedder.dim == 384
+    v = real_embedder.embed([
+        "gas fees are very low tonight",
+        "transaction costs are cheap right now",
+        "the cat sat on the mat",
+    ])
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-4)
+    assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2
+
+
+@pytest.mark.slow
+def test_real_model_batch_invariant_and_truncates(real_embedder: FastEmbedEmbedder) -> None:
+    texts = [f"swap {i} ETH on uniswap" for i in range(5)]
+    batch = real_embedder.embed(texts)
+    single = np.stack([real_embedder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(batch, single, atol=1e-5)
+    long_text = "liquidity " * 600
+    assert count_tokens(real_embedder, long_text) > 256
+    assert real_embedder.embed([long_text]).shape == (1, 384)
+
+
+@pytest.mark.slow
+def test_real_model_matches_reference_vectors(real_embedder: FastEmbedEmbedder) -> None:
+    """The int8 ONNX model agrees with sentence-transformers' fp32 vectors (stored fixture)."""
+    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
+    ours = real_embedder.embed(ref["texts"])
+    cosines = (ours * np.asarray(ref["vectors"], dtype=np.float32)).sum(axis=1)
+    assert cosines.min() >= 0.99, cosines

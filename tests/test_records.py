@@ -1,0 +1,93 @@
+"""Records validate untrusted episode parameters at the boundary and serialise cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grimoire.errors import ValidationError
+from grimoire.ids import id_time_ms, is_uuid, new_id
+from grimoire.records import (
+    Category,
+    Claim,
+    EpisodeType,
+    Outcome,
+    Regime,
+    episode_from_params,
+    parse_enum,
+)
+
+
+def make(**overrides: object) -> dict[str, object]:
+    params: dict[str, object] = {"text": "swap 2 ETH for USDC", "type": "action"}
+    params.update(overrides)
+    return params
+
+
+def test_defaults_fill_in() -> None:
+    ep = episode_from_params({"text": "tick"}, id="x", now_ms=123)
+    assert ep.type is EpisodeType.OBSERVATION
+    assert ep.outcome is Outcome.DESCRIPTIVE
+    assert ep.timestamp == 123
+    assert ep.metrics == {}
+
+
+def test_full_episode_round_trips_to_json() -> None:
+    ep = episode_from_params(
+        make(outcome="negative", regime="high_vol", metrics={"gas_gwei": 12}, gain=-3.5,
+             actions=["swap"], ref="0xabc", prediction={"expected_return_bps": 20}),
+        id="id1", now_ms=5,
+    )
+    assert ep.regime is Regime.HIGH_VOL
+    assert ep.metrics == {"gas_gwei": 12.0}
+    data = json.loads(json.dumps(ep.to_dict()))
+    assert data["regime"] == "high_vol" and data["ref"] == "0xabc" and data["gain"] == -3.5
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"type": "action"}, "text"),
+        (make(text="   "), "text"),
+        (make(type="trade"), "type"),
+        (make(outcome="great"), "outcome"),
+        (make(regime="moon"), "regime"),
+        (make(metrics={"gas": "high"}), "metrics.gas"),
+        (make(metrics={"gas": float("nan")}), "metrics.gas"),
+        (make(metrics=[1, 2]), "metrics"),
+        (make(timestamp=-1), "timestamp"),
+        (make(timestamp=True), "timestamp"),
+        (make(gain="a lot"), "gain"),
+        (make(actions="swap"), "actions"),
+        (make(valid_from=10, valid_until=5), "valid_until"),
+        (make(metric={"gas": 1}), "episode"),
+        (make(tool=7), "tool"),
+    ],
+)
+def test_bad_params_name_the_field(params: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        episode_from_params(params, id="x", now_ms=1)
+    assert info.value.field == field
+    assert field in str(info.value)
+
+
+def test_parse_enum_lists_allowed_values() -> None:
+    with pytest.raises(ValidationError, match="insight, heuristic"):
+        parse_enum(Category, "rumour", "category")
+    assert parse_enum(Category, "warning", "category") is Category.WARNING
+
+
+def test_claim_key_ignores_numbers_and_key_order() -> None:
+    a = Claim({"hour_window": [2, 4], "regime": "bull"}, "metric:gas_gwei", "lower", 6, 24, 40)
+    b = Claim({"regime": "bull", "hour_window": [2, 4]}, "metric:gas_gwei", "lower", 7, 23, 90)
+    assert a.key == b.key
+    assert Claim.from_dict(a.to_dict()) == a
+
+
+def test_uuid7_ids_are_time_ordered() -> None:
+    ids = [new_id(1_000 + i) for i in range(50)]
+    assert ids == sorted(ids)
+    assert all(is_uuid(i) for i in ids)
+    assert id_time_ms(ids[7]) == 1_007
+    assert not is_uuid("not-a-uuid") and not is_uuid(5)
