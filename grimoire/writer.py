@@ -1,0 +1,164 @@
+"""The single writer: one thread owns every mutation of every store.
+
+SQLite, LMDB and LanceDB each want one writer; funnelling all mutations
+through one thread gives them that, and lets concurrent episode writes be
+group-committed: jobs submitted with the same ``batch_key`` that are waiting
+in the queue together are handed to their handler as one list (one embedding
+batch, one durable commit), and each caller still gets its own result.
+
+Callers block on a ``Future``; a call made from the writer thread itself runs
+inline (a curator phase that writes must not deadlock on its own queue). The
+queue is bounded: a full queue raises ``BusyError`` instead of growing without
+limit. ``stop()`` drains what was accepted, then joins.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import structlog
+
+from grimoire.errors import BusyError, StoreError
+
+__all__ = ["Writer"]
+
+T = TypeVar("T")
+log = structlog.get_logger()
+
+_STOP = object()
+
+
+@dataclass
+class _Job:
+    future: Future[Any]
+    fn: Callable[[], Any] | None = None
+    batch_key: str | None = None
+    payload: Any = None
+    handler: Callable[[Sequence[Any]], Sequence[Any]] | None = field(default=None, repr=False)
+
+
+class Writer:
+    def __init__(self, *, max_queue: int = 10_000, max_batch: int = 256,
+                 name: str = "grimoire-writer") -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._max_batch = max_batch
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._accepting = True
+        self._pending: _Job | None = None  # a job taken while batching that must run next
+        self.jobs_done = 0
+        self.batches_done = 0
+        self._thread.start()
+
+    # -- submitting -----------------------------------------------------------------------
+
+    def _put(self, job: _Job) -> Future[Any]:
+        if not self._accepting:
+            raise BusyError("the writer is shutting down; no new writes are accepted")
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            raise BusyError(
+                f"write queue full ({self._queue.maxsize} pending); retry shortly"
+            ) from None
+        return job.future
+
+    def on_writer_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the writer thread and return its result (inline if already there)."""
+        if self.on_writer_thread():
+            return fn()
+        future: Future[T] = self._put(_Job(Future(), fn=fn))
+        return future.result()
+
+    def call_batched(
+        self, batch_key: str, payload: Any, handler: Callable[[Sequence[Any]], Sequence[Any]]
+    ) -> Any:
+        """Run ``handler([payload, …])`` on the writer thread, batched with same-key jobs.
+
+        ``handler`` must return one result per payload, in order. If it raises,
+        every caller in that batch gets the exception.
+        """
+        if self.on_writer_thread():
+            return handler([payload])[0]
+        job = _Job(Future(), batch_key=batch_key, payload=payload, handler=handler)
+        return self._put(job).result()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _next(self) -> Any:
+        if self._pending is not None:
+            job, self._pending = self._pending, None
+            return job
+        return self._queue.get()
+
+    def _run(self) -> None:
+        while True:
+            job = self._next()
+            if job is _STOP:
+                return
+            if job.batch_key is None:
+                self._run_one(job)
+            else:
+                self._run_batch(job)
+
+    def _run_one(self, job: _Job) -> None:
+        assert job.fn is not None
+        if not job.future.set_running_or_notify_cancel():
+            return
+        try:
+            job.future.set_result(job.fn())
+        except BaseException as exc:  # the caller re-raises it from Future.result()
+            job.future.set_exception(exc)
+        self.jobs_done += 1
+
+    def _run_batch(self, first: _Job) -> None:
+        jobs = [first]
+        while len(jobs) < self._max_batch:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is _STOP or nxt.batch_key != first.batch_key:
+                self._pending = nxt  # keep order: it runs right after this batch
+                break
+            jobs.append(nxt)
+        live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        assert first.handler is not None
+        try:
+            results = first.handler([j.payload for j in live])
+            if len(results) != len(live):
+                raise StoreError(
+                    f"batch handler returned {len(results)} results for {len(live)} jobs"
+                )
+        except BaseException as exc:
+            for j in live:
+                j.future.set_exception(exc)
+        else:
+            for j, result in zip(live, results, strict=True):
+                j.future.set_result(result)
+        self.jobs_done += len(live)
+        self.batches_done += 1
+
+    # -- shutting down --------------------------------------------------------------------
+
+    def qsize(self) -> int:
+        return self._queue.qsize()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Refuse new jobs, finish the accepted ones, join. True if the thread ended."""
+        if not self._thread.is_alive():
+            return True
+        self._accepting = False
+        self._queue.put(_STOP)  # blocks only while the queue is full, which drains
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("writer.stop.timeout", pending=self._queue.qsize())
+            return False
+        return True

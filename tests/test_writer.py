@@ -1,0 +1,88 @@
+"""The single writer runs every job on one thread, group-commits batches, bounds its queue."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import pytest
+
+from grimoire.errors import BusyError
+from grimoire.writer import Writer, _Job
+
+
+def test_jobs_run_on_one_thread_in_order() -> None:
+    w = Writer()
+    seen: list[tuple[int, str]] = []
+    for i in range(20):
+        w.call(lambda i=i: seen.append((i, threading.current_thread().name)))
+    assert [i for i, _ in seen] == list(range(20))
+    assert {name for _, name in seen} == {"grimoire-writer"}
+    assert w.stop()
+
+
+def test_concurrent_batched_calls_are_grouped_and_answered_individually() -> None:
+    w = Writer()
+    gate = threading.Event()
+    batches: list[int] = []
+
+    def handler(payloads: Sequence[int]) -> list[int]:
+        batches.append(len(payloads))
+        return [p * 10 for p in payloads]
+
+    # Block the writer so that the batched jobs queue up behind the blocker.
+    blocker = threading.Thread(target=lambda: w.call(gate.wait))
+    blocker.start()
+    results: dict[int, int] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, w.call_batched("ep", i,
+                                                                                  handler)))
+        for i in range(16)
+    ]
+    for t in threads:
+        t.start()
+    while w.qsize() < 16:
+        threading.Event().wait(0.001)
+    gate.set()
+    for t in [*threads, blocker]:
+        t.join()
+    assert results == {i: i * 10 for i in range(16)}
+    assert sum(batches) == 16 and len(batches) < 16  # grouped, not one by one
+    assert w.stop()
+
+
+def test_a_failing_batch_fails_each_caller_and_the_writer_survives() -> None:
+    w = Writer()
+
+    def boom(payloads: Sequence[int]) -> list[int]:
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        w.call_batched("ep", 1, boom)
+    assert w.call(lambda: 42) == 42
+    assert w.stop()
+
+
+def test_call_from_the_writer_thread_runs_inline() -> None:
+    w = Writer()
+    assert w.call(lambda: w.call(lambda: "nested")) == "nested"
+    assert w.stop()
+
+
+def test_full_queue_is_busy_and_stop_refuses_new_work() -> None:
+    w = Writer(max_queue=2)
+    gate = threading.Event()
+    started = threading.Event()
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()  # the writer is now busy and the queue is empty
+    queued = [w._put(_Job(Future(), fn=lambda: 1)) for _ in range(2)]
+    with pytest.raises(BusyError, match="queue full"):
+        w._put(_Job(Future(), fn=lambda: 1))
+    gate.set()
+    blocker.join()
+    assert [f.result() for f in queued] == [1, 1]
+    assert w.stop()
+    with pytest.raises(BusyError, match="shutting down"):
+        w.call(lambda: 1)
