@@ -103,6 +103,20 @@ def test_truncated_file_restarts_from_the_top(tmp_path: Path) -> None:
     assert feed.line == 1
 
 
+def test_rotated_file_is_read_from_the_top(tmp_path: Path) -> None:
+    """A new file moved into place (log rotation) is read from its start, even if longer."""
+    path = tmp_path / "agent.jsonl"
+    append(path, line("a"))
+    feed = JsonlFeed(path)
+    assert texts(feed.poll(0, NOW)) == ["a"]
+    fresh = tmp_path / "fresh.jsonl"
+    fresh.write_bytes(line("b") + line("c"))
+    fresh.replace(path)
+    with capture_logs() as logs:
+        assert texts(feed.poll(1, NOW)) == ["b", "c"]
+    assert [entry["event"] for entry in logs] == ["feed.jsonl.rotated"]
+
+
 def test_a_backlog_is_spread_over_polls(tmp_path: Path) -> None:
     path = tmp_path / "agent.jsonl"
     append(path, b"".join(line(f"e{i}") for i in range(25)))

@@ -51,6 +51,7 @@ class JsonlFeed:
         self._line = line  # None until counted (resuming at an offset without a line number)
         self._skipping = False  # inside an over-long line: discard up to its newline
         self._last_error: str | None = None
+        self._inode: int | None = None  # a new inode at the path means the file was rotated
         self._closed = False
 
     @property
@@ -84,11 +85,15 @@ class JsonlFeed:
             return []
 
     def _read(self, f: Any, now_ms: int) -> list[dict[str, Any]]:
-        size = os.fstat(f.fileno()).st_size
-        if size < self._offset:
-            log.warning("feed.jsonl.truncated", path=str(self.path), offset=self._offset,
-                        size=size)
+        stat = os.fstat(f.fileno())
+        if self._inode is not None and stat.st_ino != self._inode:
+            log.warning("feed.jsonl.rotated", path=str(self.path), offset=self._offset)
             self._offset, self._line, self._skipping = 0, 0, False
+        elif stat.st_size < self._offset:
+            log.warning("feed.jsonl.truncated", path=str(self.path), offset=self._offset,
+                        size=stat.st_size)
+            self._offset, self._line, self._skipping = 0, 0, False
+        self._inode = stat.st_ino
         if self._line is None:
             self._line = _count_newlines(f, self._offset)
         out: list[dict[str, Any]] = []
