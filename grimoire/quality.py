@@ -46,6 +46,7 @@ __all__ = [
     "hedge_count",
     "score_quality",
     "specificity_score",
+    "text_dimensions",
     "verifiability_score",
 ]
 
@@ -289,6 +290,16 @@ def _verifiability(a: _Analysis) -> float:
 def verifiability_score(text: str) -> float:
     """References checkable against external data (hashes, blocks, addresses, times), in [0, 1]."""
     return _verifiability(_analyse(_check_text(text)))
+
+
+def text_dimensions(text: str) -> dict[str, float]:
+    """Specificity, actionability and verifiability of ``text`` from one analysis pass."""
+    analysis = _analyse(_check_text(text))
+    return {
+        "specificity": _specificity(analysis),
+        "actionability": _actionability(analysis),
+        "verifiability": _verifiability(analysis),
+    }
 
 
 def _tautological(low: str) -> bool:

@@ -330,7 +330,7 @@ entries = st.builds(
 deltas = st.integers(0, 400 * MS_PER_DAY)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(entries, deltas, deltas)
 def test_effective_confidence_is_non_increasing_in_time(
     entry: GrimoireEntry, d1: int, d2: int
@@ -341,7 +341,7 @@ def test_effective_confidence_is_non_increasing_in_time(
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(entries, st.integers(-MS_PER_DAY, 10_000 * MS_PER_DAY))
 def test_effective_confidence_stays_between_floor_and_confidence(
     entry: GrimoireEntry, delta: int
@@ -357,7 +357,7 @@ def test_structural_entries_are_constant_over_time(entry: GrimoireEntry, delta: 
     assert decay.effective_confidence(structural, T0 + delta, CFG) == structural.confidence
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(entries, st.floats(1.0, 20.0), st.floats(0.5, 20.0),
        st.integers(MS_PER_HOUR, 60 * MS_PER_DAY))
 def test_more_strength_decays_slower(
@@ -368,7 +368,7 @@ def test_more_strength_decays_slower(
     assert decay.retention(stronger, T0 + delta, CFG) > decay.retention(entry, T0 + delta, CFG)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.floats(0.0, 1.0), st.lists(st.sampled_from(["up", "down"]), max_size=40))
 def test_votes_stay_within_the_clamps(confidence: float, votes: list[str]) -> None:
     for vote in votes:
@@ -376,7 +376,7 @@ def test_votes_stay_within_the_clamps(confidence: float, votes: list[str]) -> No
         assert CFG.min_confidence <= confidence <= CFG.max_confidence
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.floats(0.0, 1.0), st.integers(0, 30), st.integers(0, 30), st.integers(0, 30),
        st.integers(0, 30))
 def test_net_votes_stay_within_the_clamps(
@@ -386,7 +386,7 @@ def test_net_votes_stay_within_the_clamps(
     assert CFG.min_confidence <= value <= CFG.max_confidence
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.floats(CFG.min_confidence + CFG.downvote, CFG.max_confidence - CFG.upvote))
 def test_a_downvote_moves_more_than_an_upvote(confidence: float) -> None:
     up = decay.apply_vote(confidence, "up", CFG) - confidence

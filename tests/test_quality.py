@@ -17,6 +17,7 @@ from grimoire.quality import (
     hedge_count,
     score_quality,
     specificity_score,
+    text_dimensions,
     verifiability_score,
 )
 
@@ -284,7 +285,7 @@ def test_ranking_of_realistic_entries() -> None:
     assert totals == sorted(totals, reverse=True)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(min_size=1, max_size=300).filter(str.strip), st.none() | st.floats(-1.0, 1.0),
        st.none() | st.floats(0.0, 1.0))
 def test_total_and_dimensions_are_always_in_unit_range(
@@ -309,3 +310,12 @@ def test_matching_ignores_case() -> None:
 def test_token_symbols_count_but_caps_keywords_do_not() -> None:
     assert specificity_score("Prefer WETH/USDC") > specificity_score("Prefer the pool")
     assert specificity_score("IF THEN WHEN AND OR NOT") == 0.0
+
+
+def test_text_dimensions_match_the_single_scores() -> None:
+    for text in [GAS, HEDGED, *PLAIN_FACTS]:
+        assert text_dimensions(text) == {
+            "specificity": specificity_score(text),
+            "actionability": actionability_score(text),
+            "verifiability": verifiability_score(text),
+        }
