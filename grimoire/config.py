@@ -93,6 +93,15 @@ class AdmissionConfig:
         {"warning": 0.9, "causal_link": 0.7, "heuristic": 0.6, "insight": 0.5,
          "strategy_fragment": 0.4, "dream_journal": 0.3, "observation": 0.2},
         "content type prior per category")
+    utility_weights: dict[str, float] = opt(
+        {"actionability": 0.4, "specificity": 0.3, "support": 0.3},
+        "rule-based future utility: weights of the text's actionability, specificity and "
+        "support size")
+    support_saturation: int = opt(10, "episodes behind a candidate at which support counts fully")
+    neutral_factual: float = opt(0.5, "factual confidence with no agreeing or contradicting entry")
+    related_similarity: float = opt(
+        0.75, "text heuristic: cosine at or above which a neighbour without a structured claim "
+        "is judged as agreeing or contradicting (by negation)")
 
 
 @dataclass(frozen=True)
