@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -35,7 +37,7 @@ from tests.retrieval_support import DAY, HOUR, NOW, axis, make_candidate
         ({"half_life_ms": 0.0}, "half_life_ms"),
     ],
 )
-def test_bad_candidate_names_the_field(overrides: dict[str, object], field: str) -> None:
+def test_bad_candidate_names_the_field(overrides: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as info:
         make_candidate(**overrides)
     assert info.value.field == field
