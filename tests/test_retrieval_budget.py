@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from grimoire.errors import ValidationError
 from grimoire.retrieval.budget import ELLIPSIS, fit, truncate
+from tests.retrieval_support import make_candidate
 
 
 def words(text: str) -> int:
@@ -42,6 +43,12 @@ def test_nothing_fits_returns_the_first_item_truncated() -> None:
     (only,) = fit(items, 10, words, same)
     assert only.item == items[0] and only.truncated
     assert only.text == text(9, "a") + ELLIPSIS and only.tokens == 10
+
+
+def test_default_text_reads_strings_and_candidate_content() -> None:
+    assert [f.text for f in fit(["one two"], 5, words)] == ["one two"]
+    (fitted,) = fit([make_candidate("a", content="three small words")], 5, words)
+    assert fitted.text == "three small words" and fitted.tokens == 3
 
 
 def test_empty_input_and_bad_budget() -> None:

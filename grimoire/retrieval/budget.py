@@ -64,13 +64,22 @@ def truncate(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> 
     return best
 
 
+def _content(item: object) -> str:
+    return item if isinstance(item, str) else str(getattr(item, "content"))  # noqa: B009
+
+
 def fit(
     items: Sequence[T],
     max_tokens: int,
     count_tokens: Callable[[str], int],
-    text_of: Callable[[T], str],
+    text_of: Callable[[T], str] | None = None,
 ) -> list[Fitted[T]]:
-    """The items, in order, whose texts fit ``max_tokens`` together (see the module rules)."""
+    """The items, in order, whose texts fit ``max_tokens`` together (see the module rules).
+
+    ``text_of`` gives an item's text; by default a string is its own text and
+    anything else (a ``Candidate``) is read through its ``content``.
+    """
+    text_of = text_of or _content
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValidationError(f"must be an integer >= 1, got {max_tokens!r}", field="max_tokens")
     left = max_tokens
