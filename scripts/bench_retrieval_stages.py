@@ -1,6 +1,6 @@
 """Time the pure retrieval stages on synthetic candidates (no stores, no embedder).
 
-    /tmp/venv/bin/python scripts/bench_retrieval_stages.py --candidates 60 --dim 384
+    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval_stages.py --candidates 60 --dim 384
 
 Prints the median and p90 per stage over --runs repetitions and the
 rerank + causal boost + MMR total the agent waits for after the backends
