@@ -177,6 +177,26 @@ class RetrievalConfig:
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
+    auto_link_min_similarity: float = opt(
+        0.3, "auto-link: a predecessor needs at least this cosine (0 = seed 000's ungated form, "
+        "which links every event close in time whatever it says)")
+    episode_confidence: float = opt(
+        0.5, "rerank confidence of an episode (episodes have none; 0.5 = a fresh self-learned "
+        "entry)")
+    safety_incident_confidence: float = opt(1.0, "rerank confidence of a safety_incident episode")
+    episode_quality: dict[str, float] = opt(
+        {"routine": 0.25, "notable": 0.5, "critical": 0.75, "emergency": 1.0},
+        "rerank quality of an episode by importance")
+    mmr_duplicate: float = opt(0.98, "MMR: cosine at or above which an item is a near-duplicate")
+    auto_curiosity_full: float = opt(0.8, "mode=auto: curiosity above this → full retrieval")
+    auto_curiosity_low: float = opt(0.4, "mode=auto: curiosity below this with coverage → "
+                                    "semantic only")
+    auto_coverage: int = opt(5, "mode=auto: more known entries than this counts as covered")
+    auto_arousal: float = opt(0.7, "mode=auto: arousal above this → full retrieval")
+    auto_light_k: int = opt(3, "mode=auto: items of a light retrieval")
+    replay_need_floor_ms: int = opt(
+        3_600_000, "replay utility: need = 1 / time since replayed, capped at 1 within this")
+    contrarian_items: int = opt(1, "entries of opposite valence forced in on a contrarian tick")
 
 
 @dataclass(frozen=True)

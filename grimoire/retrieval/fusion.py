@@ -1,0 +1,86 @@
+"""Reciprocal rank fusion (SPEC §9.2) and the normalisation the rerank reads.
+
+Owns: turning per-backend ranked id lists into one fused score per id, and
+the deterministic ordering every stage uses for ties (score descending, then
+id ascending). Must not look at vectors, confidence or anything else: fusion
+knows ranks only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from grimoire.errors import ValidationError
+from grimoire.retrieval.candidates import Candidate
+
+__all__ = ["normalise", "ranked", "rrf", "rrf_from_candidates"]
+
+
+def _check_k(k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValidationError(f"must be an integer >= 0, got {k!r}", field="rrf_k")
+
+
+def rrf(ranked_lists: Mapping[str, Sequence[str]], k: int = 60) -> dict[str, float]:
+    """``Σ over backends 1 / (k + rank)`` per id, rank 1-based by list position.
+
+    An id listed twice by one backend counts once, at its best (first) rank: a
+    backend that repeats itself must not double its vote. The result is a
+    plain dict; order it with :func:`ranked`.
+    """
+    _check_k(k)
+    scores: dict[str, float] = {}
+    for ids in ranked_lists.values():
+        seen: set[str] = set()
+        for position, item in enumerate(ids, start=1):
+            if item in seen:
+                continue
+            seen.add(item)
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+    return scores
+
+
+def rrf_from_candidates(candidates: Iterable[Candidate], k: int = 60) -> dict[str, float]:
+    """RRF straight from each candidate's ``ranks`` (the same sum as :func:`rrf`).
+
+    A candidate without ranks (added by the caller, e.g. a causal ancestor)
+    scores 0. A repeated id keeps its first candidate's ranks.
+    """
+    _check_k(k)
+    scores: dict[str, float] = {}
+    for candidate in candidates:
+        if candidate.id not in scores:
+            scores[candidate.id] = sum(1.0 / (k + rank) for rank in candidate.ranks.values())
+    return scores
+
+
+def normalise(scores: Mapping[str, float]) -> dict[str, float]:
+    """Min-max over the ids that have a fused score > 0; ids at 0 stay 0.
+
+    Why min-max and not ``score / max``: with k = 60 fused scores are flat
+    (rank 1 vs rank 20 in one list is 1/61 vs 1/80, a ratio of 0.76), so
+    dividing by the max would squeeze relevance into [0.76, 1] and let
+    confidence and quality decide the order alone. Min-max spreads the pool
+    over [0, 1]. Ids with no rank at all (score 0) are kept out of the min so
+    that a caller-added ancestor does not shift everyone else's scale. When
+    every ranked id has the same score they all get 1.0.
+    """
+    ranked_values = [value for value in scores.values() if value > 0.0]
+    if not ranked_values:
+        return dict.fromkeys(scores, 0.0)
+    low, high = min(ranked_values), max(ranked_values)
+    span = high - low
+    out: dict[str, float] = {}
+    for item, value in scores.items():
+        if value <= 0.0:
+            out[item] = 0.0
+        elif span == 0.0:
+            out[item] = 1.0
+        else:
+            out[item] = (value - low) / span
+    return out
+
+
+def ranked(scores: Mapping[str, float]) -> list[str]:
+    """Ids by score descending, ties broken by id ascending (deterministic)."""
+    return sorted(scores, key=lambda item: (-scores[item], item))
