@@ -209,7 +209,8 @@ class EpisodesConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    tick_seconds: float = opt(40.0, "heartbeat tick length (SPEC: 40 s)")
+    tick_seconds: float | None = opt(None, "heartbeat tick length in seconds; None = the "
+                                     "feed's own (the simulator scenario's), else 40")
     speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)")
     feed: str = opt("sim", "tick feed: sim | jsonl:PATH | none")
     scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")

@@ -17,7 +17,7 @@ def test_defaults_are_the_spec_numbers() -> None:
     }
     assert c.decay.upvote == 0.10 and c.decay.downvote == 0.15
     assert c.admission.skip_similarity == 0.95 and c.admission.merge_similarity == 0.90
-    assert c.curator.every_ticks == 50 and c.daemon.tick_seconds == 40.0
+    assert c.curator.every_ticks == 50 and c.daemon.tick_seconds is None
     assert c.retrieval.rrf_k == 60 and c.retrieval.mmr_lambda == 0.7
 
 
