@@ -100,9 +100,15 @@ def compile_playbook(
     shorts = short_ids(i.entry.id for i in items)
     header = _Header(tick, generated_at, store_counts, max_lines, len(ranked), skipped)
 
-    def render(keep: int) -> list[str]:
-        return _render(ranked[:keep], header, shorts)
+    # Each entry's sentence is built once; renders below only lay lines out.
+    texts = {row.entry.id: _entry_text(row.entry) for row in ranked}
 
+    def render(keep: int) -> list[str]:
+        return _render(ranked[:keep], header, shorts, texts)
+
+    full = render(len(ranked))
+    if len(full) <= max_lines:
+        return "\n".join(full) + "\n"
     if len(render(0)) > max_lines:
         raise ValidationError(
             f"is {max_lines}, but the header and owner notes alone need {len(render(0))} lines",
@@ -110,7 +116,7 @@ def compile_playbook(
         )
     # Line count grows with every kept row (each adds at least one line net), so
     # the longest prefix that fits is found by bisection over real renders.
-    low, high = 0, len(ranked)
+    low, high = 0, len(ranked) - 1
     while low < high:
         mid = (low + high + 1) // 2
         if len(render(mid)) <= max_lines:
@@ -139,7 +145,8 @@ def _row(item: PlaybookItem) -> _Row:
 
 
 
-def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str]) -> list[str]:
+def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
+            texts: Mapping[str, str]) -> list[str]:
     # Which shown rule was derived from which supporting entry (parent_entry_ids).
     supports: dict[str, list[str]] = {}
     for row in kept:
@@ -174,7 +181,7 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str]) ->
                                          *r.order))
             if rows:
                 blocks.append([f"### {_KIND_TITLES[kind]} ({len(rows)})"])
-                blocks.append([_line(r, shorts, supports) for r in rows])
+                blocks.append([_line(r, shorts, supports, texts[r.entry.id]) for r in rows])
     lines: list[str] = []
     for block in blocks:
         if lines:
@@ -247,7 +254,8 @@ def _section_title(section: tuple[int, str]) -> str:
     return f"## Strategy: {clean_inline(section[1], 80) or '(unnamed)'}"
 
 
-def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]]) -> str:
+def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]],
+          text: str) -> str:
     entry = row.entry
     regime = entry.market_regime.value if entry.market_regime else "any regime"
     meta = [f"`{shorts[entry.id]}`"]
@@ -258,7 +266,6 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
         f"✓{entry.validated_count} ✗{entry.contradicted_count}",
         regime,
     ]
-    text = _entry_text(entry)
     derived = sorted(supports.get(entry.id, []), key=lambda i: shorts[i])
     if derived:
         refs = ", ".join(f"`{shorts[i]}`" for i in derived[:_MAX_SUPPORT_REFS])

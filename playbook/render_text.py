@@ -52,8 +52,9 @@ def clean_inline(text: str, limit: int = MAX_FIELD_CHARS) -> str:
     result is cut to ``limit`` characters with an ellipsis.
     """
     text = _LINE_BREAKS.sub(" ", text)
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co"}
-                   or ch == " ")
+    if not text.isprintable():  # fast path: ordinary text has nothing to remove
+        text = "".join(ch for ch in text
+                       if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"})
     text = _SPACES.sub(" ", text).strip()
     previous = None
     while previous != text:  # "# - > x" has several markers in a row
