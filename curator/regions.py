@@ -168,9 +168,9 @@ class RegionModel:
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(
                 reward):
             raise ValidationError("must be a finite number", field="reward")
-        key = (region_from, action)
+        key = (int(region_from), action)  # plain ints: numpy ints are not JSON-safe
         nexts = self._transitions.setdefault(key, {})
-        nexts[region_to] = nexts.get(region_to, 0) + 1
+        nexts[int(region_to)] = nexts.get(int(region_to), 0) + 1
         stats = self._stats.setdefault(key, _Stats())
         stats.n += 1
         stats.reward_sum += float(reward)
@@ -186,6 +186,8 @@ class RegionModel:
         at or before the last one already learned are skipped, so overlapping
         batches do not count twice. Returns the number of new episodes used.
         """
+        if not episodes:
+            return 0
         rows = self._rows(vectors, "vectors")
         if len(rows) != len(episodes):
             raise ValidationError(f"has {len(rows)} rows for {len(episodes)} episodes",

@@ -115,7 +115,8 @@ def test_record_transition_counts_and_probabilities() -> None:
     model.fit(centres(3))
     model.record_transition(0, "Swap", 1, 2.0)
     model.record_transition(0, "swap", 1, -1.0)
-    model.record_transition(0, "swap", 2, 0.5, success=False)
+    model.record_transition(np.int64(0), "swap", np.int64(2), 0.5, success=False)
+    json.dumps(model.to_dict())  # numpy region ids were stored as plain ints
     assert model.transition_probability(0, "swap", 1) == pytest.approx(2 / 3)
     assert model.best_action(0) == [("swap", pytest.approx(0.5), 3)]
     assert model.p_success(0, "swap") == pytest.approx((1 + 1) / (3 + 2))
