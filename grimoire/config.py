@@ -152,6 +152,15 @@ class CuratorConfig:
     mus_prune_l2: float = opt(0.3, "prune an old L2 summary below this MUS")
     mus_old_days: float = opt(7.0, "a summary is old after this many days")
     regions: int = opt(16, "region MDP: number of embedding regions")
+    mus_weights: dict[str, float] = opt(
+        {"retrieval_frequency": 0.4, "relevance": 0.4, "recency": 0.2},
+        "Memory Utility Score weights (seed 002)")
+    summary_examples: int = opt(3, "representative episodes quoted in an L1 summary")
+    regions_seed: int = opt(0, "region MDP: k-means seed (same data + seed = same regions)")
+    regions_refit_drift: float = opt(
+        0.1, "region MDP: refit when mean assignment cosine falls this far below the fit's")
+    regions_min_drift_points: int = opt(
+        32, "region MDP: episodes assigned since the last fit before drift is judged")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,297 @@
+"""The PLAYBOOK.md compiler: a pure function from entries to Markdown (SPEC §8 step 9).
+
+Owns the layout of PLAYBOOK.md: YAML front matter, the owner's preamble, a
+``## Global`` section and one ``## Strategy: <name>`` section per strategy,
+warnings before heuristics before the insights and causal links behind them,
+and the line cap. It must not read stores, the clock or the environment, and
+it imports only ``grimoire.records`` (plus the error tree those records use):
+the curator selects the entries and computes their decayed confidence.
+
+Same input (in any order) → byte-identical output: every list is sorted on
+values, floats are printed with fixed formats, time comes in as a number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from grimoire.errors import ValidationError
+from grimoire.records import Category, GrimoireEntry
+from playbook.items import PlaybookItem, as_item
+from playbook.render_text import clean_inline, render_claim, short_ids
+
+__all__ = ["FORMAT_VERSION", "compile_playbook", "iso_utc"]
+
+FORMAT_VERSION = 1
+_RULES = (Category.WARNING, Category.HEURISTIC)
+_SUPPORT = (Category.INSIGHT, Category.CAUSAL_LINK)
+_KIND_TITLES = {
+    Category.WARNING: "Warnings: avoid these",
+    Category.HEURISTIC: "Heuristics: do these",
+    "support": "Behind these rules: insights and causal links",
+}
+_COUNT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_MAX_SUPPORT_REFS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    item: PlaybookItem
+    section: tuple[int, str]  # (0, "") = Global, (1, name) = a strategy; sorts Global first
+    kind: Category | str  # Category.WARNING, Category.HEURISTIC or "support"
+
+    @property
+    def entry(self) -> GrimoireEntry:
+        return self.item.entry
+
+    @property
+    def order(self) -> tuple[float, str]:
+        return (-self.item.rank_score, self.entry.id)
+
+
+def iso_utc(ms: int) -> str:
+    """Unix milliseconds → ``2026-01-01T00:00:00Z`` (integer arithmetic, no float rounding)."""
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def compile_playbook(
+    entries: Sequence[PlaybookItem | GrimoireEntry],
+    *,
+    tick: int,
+    generated_at: int,
+    counts: Mapping[str, int],
+    max_lines: int,
+) -> str:
+    """Render PLAYBOOK.md from the entries the curator chose, never longer than ``max_lines``.
+
+    ``entries``: heuristics and warnings (the rules) plus insights and causal
+    links (shown compactly after the rules, those that a shown rule was
+    derived from first). Other categories are not shown. ``tick`` and
+    ``generated_at`` (unix ms) are printed, never read from a clock.
+    ``counts`` are store-level numbers for the front matter (e.g.
+    ``{"entries_total": 532}``). When the rules do not fit, the entries with
+    the lowest effective confidence × quality are left out, and the file says
+    how many.
+    """
+    _check_int(tick, "tick")
+    _check_int(generated_at, "generated_at")
+    _check_int(max_lines, "max_lines")
+    store_counts = _check_counts(counts)
+    items = [as_item(e) for e in entries]
+    seen: set[str] = set()
+    for item in items:
+        if item.entry.id in seen:
+            raise ValidationError(f"entry {item.entry.id} given twice", field="entries")
+        seen.add(item.entry.id)
+
+    rules = sorted((_row(i) for i in items if i.entry.category in _RULES), key=lambda r: r.order)
+    rule_parents = {p for r in rules for p in r.entry.parent_entry_ids}
+    support = sorted(
+        (_row(i) for i in items if i.entry.category in _SUPPORT),
+        # Knowledge that a rule was derived from outranks knowledge that stands alone.
+        key=lambda r: (r.entry.id not in rule_parents, *r.order),
+    )
+    skipped = len(items) - len(rules) - len(support)
+    ranked = rules + support
+    shorts = short_ids(i.entry.id for i in items)
+    header = _Header(tick, generated_at, store_counts, max_lines, len(ranked), skipped)
+
+    # Each entry's sentence is built once; renders below only lay lines out.
+    texts = {row.entry.id: _entry_text(row.entry) for row in ranked}
+
+    def render(keep: int) -> list[str]:
+        return _render(ranked[:keep], header, shorts, texts)
+
+    full = render(len(ranked))
+    if len(full) <= max_lines:
+        return "\n".join(full) + "\n"
+    if len(render(0)) > max_lines:
+        raise ValidationError(
+            f"is {max_lines}, but the header and owner notes alone need {len(render(0))} lines",
+            field="max_lines",
+        )
+    # Line count grows with every kept row (each adds at least one line net), so
+    # the longest prefix that fits is found by bisection over real renders.
+    low, high = 0, len(ranked) - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(render(mid)) <= max_lines:
+            low = mid
+        else:
+            high = mid - 1
+    return "\n".join(render(low)) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Header:
+    tick: int
+    generated_at: int
+    store_counts: tuple[tuple[str, int], ...]
+    max_lines: int
+    offered: int
+    skipped: int
+
+
+def _row(item: PlaybookItem) -> _Row:
+    entry = item.entry
+    section = (0, "") if entry.strategy is None else (1, entry.strategy)
+    kind: Category | str = entry.category if entry.category in _RULES else "support"
+    return _Row(item, section, kind)
+
+
+
+
+def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
+            texts: Mapping[str, str]) -> list[str]:
+    # Which shown rule was derived from which supporting entry (parent_entry_ids).
+    supports: dict[str, list[str]] = {}
+    for row in kept:
+        if row.kind != "support":
+            for parent in row.entry.parent_entry_ids:
+                supports.setdefault(parent, []).append(row.entry.id)
+    counts = {
+        "warnings": sum(r.entry.category is Category.WARNING for r in kept),
+        "heuristics": sum(r.entry.category is Category.HEURISTIC for r in kept),
+        "insights": sum(r.entry.category is Category.INSIGHT for r in kept),
+        "causal_links": sum(r.entry.category is Category.CAUSAL_LINK for r in kept),
+    }
+    left_out = header.offered - len(kept)
+    blocks: list[list[str]] = [
+        _front_matter(header, counts, left_out),
+        ["# PLAYBOOK"],
+        *_preamble(header),
+        [_left_out_note(header, len(kept), left_out)],
+    ]
+    sections: dict[tuple[int, str], dict[Category | str, list[_Row]]] = {(0, ""): {}}
+    for row in kept:
+        sections.setdefault(row.section, {}).setdefault(row.kind, []).append(row)
+    for section in sorted(sections):
+        by_kind = sections[section]
+        blocks.append([_section_title(section)])
+        if not by_kind:
+            blocks.append(["_Nothing here yet: no cross-strategy rule has earned its place._"])
+        for kind in (Category.WARNING, Category.HEURISTIC, "support"):
+            # Supporting knowledge behind a shown rule comes before stand-alone knowledge.
+            rows = sorted(by_kind.get(kind, []),
+                          key=lambda r: (r.kind == "support" and r.entry.id not in supports,
+                                         *r.order))
+            if rows:
+                blocks.append([f"### {_KIND_TITLES[kind]} ({len(rows)})"])
+                blocks.append([_line(r, shorts, supports, texts[r.entry.id]) for r in rows])
+    lines: list[str] = []
+    for block in blocks:
+        if lines:
+            lines.append("")
+        lines.extend(block)
+    return lines
+
+
+def _front_matter(header: _Header, counts: Mapping[str, int], left_out: int) -> list[str]:
+    lines = [
+        "---",
+        f"playbook_format: {FORMAT_VERSION}",
+        f"tick: {header.tick}",
+        f'generated_at: "{iso_utc(header.generated_at)}"',
+        "included:",
+        *(f"  {key}: {counts[key]}" for key in ("warnings", "heuristics", "insights",
+                                                   "causal_links")),
+        f"left_out: {left_out}",
+        f"max_lines: {header.max_lines}",
+    ]
+    if header.store_counts:
+        lines.append("grimoire:")
+        lines.extend(f"  {key}: {value}" for key, value in header.store_counts)
+    else:
+        lines.append("grimoire: {}")
+    lines.append("---")
+    return lines
+
+
+def _preamble(header: _Header) -> list[list[str]]:
+    when = iso_utc(header.generated_at).replace("T", " ").replace("Z", " UTC")
+    return [
+        [
+            "This file is what your agent has learned from its own experience, written by",
+            f"Grimoire's curator at tick {header.tick} ({when}). Nobody writes it by hand:",
+            "it is rebuilt from the knowledge store every curator cycle, so edits made here",
+            "are overwritten. Your agent reads it before every considered decision.",
+        ],
+        [
+            "How to read a line such as"
+            " `` - `0192ab3c` · conf 0.82 · ✓5 ✗1 · high_vol — When …, do … because … ``:",
+            "- `0192ab3c` is the entry's short id; `grimoire explain 0192ab3c` shows where it",
+            "  came from (the episodes behind it) and how its confidence changed.",
+            "- `conf` is how sure the agent is today (0 to 1, already lowered for age);",
+            "  `✓` counts the times it was confirmed, `✗` the times it was contradicted.",
+            "- Then the market regime it applies to (`any regime` if it holds in all).",
+            "- Warnings come first in each section and are listed at any confidence, because",
+            "  missing a risk costs more than a false alarm. Heuristics follow, then the",
+            "  insights and causal links they were derived from.",
+            "- `## Global` applies to every strategy; `## Strategy: <name>` to one strategy.",
+        ],
+    ]
+
+
+def _left_out_note(header: _Header, shown: int, left_out: int) -> str:
+    skipped = ""
+    if header.skipped:
+        skipped = (f" {header.skipped} strategy fragment or journal "
+                   f"entr{'y is' if header.skipped == 1 else 'ies are'} not listed here.")
+    if left_out == 0:
+        return f"_All {shown} entries the curator selected are shown._{skipped}"
+    return (f"_{left_out} of {header.offered} selected entries were left out to keep this file"
+            f" under {header.max_lines} lines (the lowest by confidence × quality); they stay in"
+            f" the Grimoire and return when they rank higher._{skipped}")
+
+
+def _section_title(section: tuple[int, str]) -> str:
+    if section[0] == 0:
+        return "## Global"
+    return f"## Strategy: {clean_inline(section[1], 80) or '(unnamed)'}"
+
+
+def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]],
+          text: str) -> str:
+    entry = row.entry
+    regime = entry.market_regime.value if entry.market_regime else "any regime"
+    meta = [f"`{shorts[entry.id]}`"]
+    if row.kind == "support":
+        meta.append("insight" if entry.category is Category.INSIGHT else "causal link")
+    meta += [
+        f"conf {row.item.effective_confidence:.2f}",
+        f"✓{entry.validated_count} ✗{entry.contradicted_count}",
+        regime,
+    ]
+    derived = sorted(supports.get(entry.id, []), key=lambda i: shorts[i])
+    if derived:
+        refs = ", ".join(f"`{shorts[i]}`" for i in derived[:_MAX_SUPPORT_REFS])
+        more = len(derived) - _MAX_SUPPORT_REFS
+        text += f" (behind {refs}{f' and {more} more' if more > 0 else ''})"
+    return f"- {' · '.join(meta)} — {text}"
+
+
+def _entry_text(entry: GrimoireEntry) -> str:
+    sentence = render_claim(entry.claim, entry.category, entry.content) if entry.claim else None
+    text = clean_inline(sentence if sentence is not None else entry.content)
+    return text or "(no text)"
+
+
+def _check_int(value: object, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"must be a non-negative integer, got {value!r}", field=field)
+
+
+def _check_counts(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    if not isinstance(counts, Mapping):
+        raise ValidationError("must be a mapping of name to integer", field="counts")
+    out = []
+    for key, value in counts.items():
+        if not isinstance(key, str) or not _COUNT_KEY.match(key):
+            raise ValidationError(f"key {key!r} must be lower_snake_case", field="counts")
+        _check_int(value, f"counts.{key}")
+        out.append((key, value))
+    return tuple(sorted(out))

@@ -1,0 +1,243 @@
+"""Text pieces of PLAYBOOK.md: Markdown-safe cleaning, short ids, numbers, claim sentences.
+
+Owns how one entry's words become one safe line of Markdown. It must not
+decide which entries appear or in what order (that is ``compiler``), and it
+imports nothing from Grimoire but records. Every function is pure and
+deterministic: no locale, no wall clock, fixed float formats.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from grimoire.records import Category, Claim
+
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "clean_inline",
+    "fmt_number",
+    "metric_label",
+    "render_claim",
+    "short_ids",
+]
+
+MAX_FIELD_CHARS = 400
+SHORT_ID_CHARS = 8
+
+# Characters that end a line in some renderer or editor (not only \n): a line
+# break inside an entry must never reach the file, or the entry could open a
+# heading, a code fence or a new front-matter block.
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
+_SPACES = re.compile(r"\s+")
+# Block-level markers that mean something at the start of a Markdown line
+# (heading, quote, list, rule, table, fence, front matter). Entries never start
+# a line in our layout, but a field may be shown first in some viewer, so we
+# strip them there too.
+_LEADING_MARKERS = re.compile(r"^(?:[#>*+=|~`_-]+|\d+[.)])\s*")
+# "<" that would start inline HTML (a tag, a comment, a declaration): an entry
+# could otherwise hide the rest of the file in rendered view with "<!--".
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def clean_inline(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """One line of plain text that cannot change the layout of the Markdown around it.
+
+    Line breaks and runs of whitespace become one space; control and format
+    characters (including bidi overrides) are removed; leading block markers
+    are stripped; an HTML opener ``<x`` is escaped as ``\\<x``; backticks
+    become apostrophes (so an entry cannot open a code span over our ids); the
+    result is cut to ``limit`` characters with an ellipsis.
+    """
+    text = _LINE_BREAKS.sub(" ", text)
+    if not text.isprintable():  # fast path: ordinary text has nothing to remove
+        text = "".join(ch for ch in text
+                       if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"})
+    text = _SPACES.sub(" ", text).strip()
+    previous = None
+    while previous != text:  # "# - > x" has several markers in a row
+        previous = text
+        text = _LEADING_MARKERS.sub("", text).strip()
+    text = text.replace("`", "'")
+    text = _HTML_START.sub(r"\\<", text)
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+        if text.endswith("\\…"):  # never leave a dangling escape before the ellipsis
+            text = text[:-2] + "…"
+    return text
+
+
+def short_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Map each id to its shortest prefix of at least 8 characters unique among ``ids``.
+
+    UUIDv7 ids start with the creation time, so the first 8 characters are
+    shared by every entry made in the same ~65 seconds; a fixed 8-character
+    prefix would be ambiguous for ``grimoire explain``. Like git, we lengthen
+    a prefix only where it collides, so most ids stay 8 characters.
+    """
+    unique = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, id_ in enumerate(unique):
+        need = SHORT_ID_CHARS
+        for j in (i - 1, i + 1):  # in sorted order the longest shared prefix is a neighbour
+            if 0 <= j < len(unique):
+                need = max(need, _common_prefix(id_, unique[j]) + 1)
+        out[id_] = id_[: min(need, len(id_))]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def fmt_number(value: float) -> str:
+    """A stable, short rendering of a measured value (no locale, no exponent for usual sizes)."""
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        text = f"{value:.0f}"
+    elif magnitude >= 100:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in {"-0", ""} else text
+
+
+_UNITS = {"gwei": "gwei", "bps": "bps", "usd": "USD", "pct": "%", "ms": "ms", "s": "s"}
+
+
+def metric_label(name: str) -> tuple[str, str]:
+    """``gas_gwei`` → (``gas``, ``gwei``); a name without a known unit suffix has no unit."""
+    head, _, tail = name.rpartition("_")
+    if head and tail in _UNITS:
+        return head.replace("_", " "), _UNITS[tail]
+    return name.replace("_", " "), ""
+
+
+def _with_unit(value: float, unit: str) -> str:
+    if not unit:
+        return fmt_number(value)
+    if unit == "%":
+        return f"{fmt_number(value)}%"
+    return f"{fmt_number(value)} {unit}"
+
+
+# Condition keys rendered in this order (the rest follow alphabetically), so
+# that the same claim always reads the same way.
+_KEY_ORDER = ("regime", "strategy", "tool", "chain", "token_pair", "type", "hour_window")
+_ACTION_KEYS = ("action", "actions")
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return fmt_number(float(value))
+    if isinstance(value, list | tuple):
+        return ", ".join(_value_text(v) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_value_text(v)}" for k, v in sorted(value.items(), key=str))
+    return str(value)
+
+
+def _condition_part(key: str, value: Any) -> str:
+    if key == "hour_window" and isinstance(value, list | tuple) and len(value) == 2:
+        start, end = (int(v) for v in value)
+        return f"the hour is {start:02d}:00–{end:02d}:00 UTC"
+    if key == "regime":
+        return f"the market regime is {_value_text(value)}"
+    if key == "token_pair":
+        return f"trading {_value_text(value)}"
+    if key == "tool":
+        return f"using {_value_text(value)}"
+    if key == "chain":
+        return f"on {_value_text(value)}"
+    if key == "strategy":
+        return f"running {_value_text(value)}"
+    if key == "type":
+        return f"after a {_value_text(value)} episode"
+    label, unit = metric_label(key)
+    if isinstance(value, list | tuple) and len(value) == 2 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        return f"{label} is {_with_unit(float(value[0]), unit)}–{_with_unit(float(value[1]), unit)}"
+    if isinstance(value, list | tuple) and len(value) == 2 and value[0] in {"<", "<=", ">", ">="}:
+        op = {"<": "below", "<=": "at most", ">": "above", ">=": "at least"}[str(value[0])]
+        number = value[1]
+        shown = _with_unit(float(number), unit) if isinstance(number, int | float) else str(number)
+        return f"{label} is {op} {shown}"
+    return f"{label} is {_value_text(value)}"
+
+
+def _condition_text(condition: Mapping[str, Any]) -> str:
+    keys = [k for k in condition if k not in _ACTION_KEYS]
+    ordered = [k for k in _KEY_ORDER if k in keys] + sorted(k for k in keys if k not in _KEY_ORDER)
+    return " and ".join(_condition_part(k, condition[k]) for k in ordered)
+
+
+def _reason_text(claim: Claim) -> str:
+    n = f"{claim.support} episodes"
+    kind, _, name = claim.target.partition(":")
+    if kind == "metric" and name:
+        label, unit = metric_label(name)
+        return (f"{label} averages {_with_unit(claim.effect, unit)} "
+                f"(vs {_with_unit(claim.baseline, unit)} otherwise; {n})")
+    if kind == "outcome" and name.endswith("_rate"):
+        what = name[: -len("_rate")].replace("_", " ")
+        return (f"{what} outcomes happen {fmt_number(claim.effect * 100)}% of the time "
+                f"(vs {fmt_number(claim.baseline * 100)}% overall; {n})")
+    return (f"{claim.target.replace('_', ' ')} is {claim.direction} "
+            f"({fmt_number(claim.effect)} vs {fmt_number(claim.baseline)}; {n})")
+
+
+_DO_ACTION = re.compile(r"\b(?:do|prefer)\s+(?P<a>.+?)\s+because\b", re.IGNORECASE)
+_AVOID_ACTION = re.compile(r"^\s*avoid\s+(?P<a>.+?)(?:\s+(?:when|during|if|while)\b|$)",
+                           re.IGNORECASE)
+
+
+def _action_text(claim: Claim, category: Category, content: str) -> str | None:
+    for key in _ACTION_KEYS:
+        value = claim.condition.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, list | tuple) and value:
+            return " or ".join(str(v) for v in value)
+    pattern = _AVOID_ACTION if category is Category.WARNING else _DO_ACTION
+    match = pattern.search(content)
+    return match.group("a").strip() if match else None
+
+
+def render_claim(claim: Claim, category: Category, content: str) -> str | None:
+    """The entry's sentence built from its structured claim, or None if the claim lacks parts.
+
+    Heuristic: "When <condition>, do <action> because <reason>." Warning:
+    "Avoid <action> when <condition> because <reason>." Insight (and other
+    descriptive kinds): "When <condition>, <reason>." The action comes from the
+    claim's condition (``action``/``actions``) or, failing that, from the
+    entry's own content ("do X because", "Avoid X when"); without one a
+    prescriptive sentence cannot be built and the caller shows the content.
+    The result is not yet Markdown-safe: pass it through ``clean_inline``.
+    """
+    condition = _condition_text(claim.condition)
+    reason = _reason_text(claim)
+    if category in (Category.HEURISTIC, Category.WARNING):
+        action = _action_text(claim, category, content)
+        if action is None:
+            return None
+        if category is Category.WARNING:
+            when = f" when {condition}" if condition else ""
+            return f"Avoid {action}{when} because {reason}."
+        if condition:
+            return f"When {condition}, do {action} because {reason}."
+        return f"Do {action} because {reason}."
+    if condition:
+        return f"When {condition}, {reason}."
+    return f"{reason[0].upper()}{reason[1:]}."

@@ -1,0 +1,321 @@
+"""PLAYBOOK.md compiler: determinism, layout, the line cap, safety, owner-facing text."""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grimoire.errors import ValidationError
+from grimoire.records import Category, Claim, DecayClass, GrimoireEntry, Provenance, Regime
+from playbook import PlaybookItem, compile_playbook
+from playbook.render_text import clean_inline, short_ids
+
+NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+_seq = iter(range(10**9))
+
+
+def make_entry(**overrides: Any) -> GrimoireEntry:
+    """An active entry with a unique, time-ordered-looking id (8-char prefixes differ)."""
+    n = next(_seq)
+    values: dict[str, Any] = {
+        "id": f"{n:08x}-0000-7000-8000-{n:012x}",
+        "category": Category.HEURISTIC,
+        "content": f"When gas is low, do swap {n} because it is cheap",
+        "confidence": 0.8,
+        "quality_score": 0.7,
+        "decay_class": DecayClass.REGIME_CONDITIONAL,
+        "provenance": Provenance.SELF_LEARNED,
+        "created_at": NOW,
+        "last_accessed_at": NOW,
+    }
+    values.update(overrides)
+    return GrimoireEntry(**values)
+
+
+def compile_(entries: list[Any], max_lines: int = 400, **kw: Any) -> str:
+    args: dict[str, Any] = {"tick": 1234, "generated_at": NOW, "counts": {"entries_total": 9}}
+    args.update(kw)
+    return compile_playbook(entries, max_lines=max_lines, **args)
+
+
+def front_matter(text: str) -> dict[str, Any]:
+    assert text.startswith("---\n")
+    head = text.split("\n---\n", 1)[0][4:]
+    loaded = yaml.safe_load(head)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def item_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.match(r"- `[^`]+` · ", line)]
+
+
+def mixed_entries() -> list[Any]:
+    return [
+        make_entry(category=Category.WARNING, content="Avoid swaps during CPI releases",
+                   confidence=0.3),
+        make_entry(content="When gas < 10 gwei, do swap because it is cheap", confidence=0.9),
+        PlaybookItem(make_entry(content="When a, do b because c"), 0.55),
+        make_entry(strategy="weth-usdc-lp", category=Category.WARNING,
+                   content="Avoid LP during CPI", market_regime=Regime.HIGH_VOL),
+        make_entry(strategy="eth-dca", content="When dip, do buy because mean reversion"),
+        make_entry(strategy="eth-dca", category=Category.INSIGHT, content="Dips revert in 4h"),
+        make_entry(strategy="eth-dca", category=Category.CAUSAL_LINK,
+                   content="CPI surprise causes ETH sell pressure with 3h lag"),
+        make_entry(category=Category.STRATEGY_FRAGMENT, content="RSI oversold maybe"),
+    ]
+
+
+def test_same_entries_in_any_order_give_identical_bytes() -> None:
+    """Determinism: the compiler sorts on values, so input order never shows in the output."""
+    entries = mixed_entries()
+    first = compile_(entries)
+    for seed in range(5):
+        shuffled = entries[:]
+        random.Random(seed).shuffle(shuffled)
+        assert compile_(shuffled) == first
+    assert first.endswith("\n") and not first.endswith("\n\n")
+
+
+def test_front_matter_has_tick_time_and_counts_in_fixed_order() -> None:
+    text = compile_(mixed_entries(), counts={"total_entries": 532, "active": 210})
+    fm = front_matter(text)
+    assert list(fm) == ["playbook_format", "tick", "generated_at", "included", "left_out",
+                        "max_lines", "grimoire"]
+    assert fm["tick"] == 1234
+    assert fm["generated_at"] == "2026-01-01T00:00:00Z"
+    assert fm["included"] == {"warnings": 2, "heuristics": 3, "insights": 1, "causal_links": 1}
+    assert fm["left_out"] == 0
+    assert list(fm["grimoire"]) == ["active", "total_entries"]  # sorted, not caller order
+    assert fm["grimoire"]["total_entries"] == 532
+
+
+def test_sections_global_first_then_strategies_by_name_with_warnings_first() -> None:
+    text = compile_(mixed_entries())
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# PLAYBOOK",
+        "## Global",
+        "### Warnings: avoid these (1)",
+        "### Heuristics: do these (2)",
+        "## Strategy: eth-dca",
+        "### Heuristics: do these (1)",
+        "### Behind these rules: insights and causal links (2)",
+        "## Strategy: weth-usdc-lp",
+        "### Warnings: avoid these (1)",
+    ]
+    # The strategy fragment is not listed, and the file says so.
+    assert "RSI oversold" not in text
+    assert "1 strategy fragment or journal entry is not listed here." in text
+
+
+def test_a_line_shows_short_id_effective_confidence_votes_and_regime() -> None:
+    entry = make_entry(category=Category.WARNING, content="Avoid LP during CPI",
+                       confidence=0.9, validated_count=5, contradicted_count=2,
+                       market_regime=Regime.HIGH_VOL)
+    text = compile_([PlaybookItem(entry, 0.4567)])
+    [line] = item_lines(text)
+    assert line == (f"- `{entry.id[:8]}` · conf 0.46 · ✓5 ✗2 · high_vol — Avoid LP during CPI")
+    other = make_entry()
+    [line] = item_lines(compile_([other]))
+    assert "conf 0.80" in line and "· any regime —" in line
+
+
+def test_rules_within_a_subsection_are_ordered_by_confidence_times_quality() -> None:
+    low = make_entry(content="When x, do low because y", confidence=0.9, quality_score=0.2)
+    high = make_entry(content="When x, do high because y", confidence=0.6, quality_score=0.9)
+    mid = make_entry(content="When x, do mid because y", confidence=0.7, quality_score=0.5)
+    lines = item_lines(compile_([low, mid, high]))
+    assert [re.search(r"do (\w+)", line).group(1) for line in lines] == [  # type: ignore[union-attr]
+        "high", "mid", "low"]
+
+
+def test_claim_renders_when_do_because_and_avoid_when() -> None:
+    claim = Claim({"hour_window": [2, 4], "regime": "low_vol"}, "metric:gas_gwei", "lower",
+                  effect=6.1, baseline=14.2, support=12)
+    heuristic = make_entry(content="When gas is low, do large swaps because gas is cheap",
+                           claim=claim)
+    warn_claim = Claim({"action": "swap", "token_pair": "WETH/USDC"}, "outcome:negative_rate",
+                       "higher", effect=0.6, baseline=0.2, support=9)
+    warning = make_entry(category=Category.WARNING, content="bad swaps", claim=warn_claim)
+    insight = make_entry(category=Category.INSIGHT, content="gas is low at night", claim=claim)
+    text = compile_([heuristic, warning, insight])
+    assert ("When the market regime is low_vol and the hour is 02:00–04:00 UTC, do large swaps"
+            " because gas averages 6.1 gwei (vs 14.2 gwei otherwise; 12 episodes).") in text
+    assert ("Avoid swap when trading WETH/USDC because negative outcomes happen 60% of the time"
+            " (vs 20% overall; 9 episodes).") in text
+    assert "When the market regime is low_vol and the hour is 02:00–04:00 UTC, gas averages" in text
+
+
+def test_claim_without_an_action_falls_back_to_the_content() -> None:
+    claim = Claim({"regime": "bear"}, "metric:pnl", "lower", -3.0, 1.0, 5)
+    entry = make_entry(content="Sit tight in bear markets", claim=claim)
+    [line] = item_lines(compile_([entry]))
+    assert line.endswith("— Sit tight in bear markets")
+
+
+def test_supporting_insight_names_the_rules_derived_from_it() -> None:
+    insight = make_entry(category=Category.INSIGHT, content="Gas is cheap at night")
+    loner = make_entry(category=Category.INSIGHT, content="Unrelated fact", confidence=0.99,
+                       quality_score=0.99)
+    rule = make_entry(content="When night, do swap because gas", parent_entry_ids=(insight.id,))
+    text = compile_([insight, loner, rule])
+    support = item_lines(text)[1:]
+    # The insight behind a shown rule outranks a stronger stand-alone one.
+    assert support[0].endswith(f"Gas is cheap at night (behind `{rule.id[:8]}`)")
+    assert support[1].endswith("Unrelated fact")
+
+
+def test_owner_facing_preamble_explains_how_to_read_the_file() -> None:
+    text = compile_(mixed_entries())
+    for phrase in ("what your agent has learned", "grimoire explain", "short id",
+                   "Warnings come first", "any regime", "✓", "✗", "overwritten",
+                   "## Strategy: <name>"):
+        assert phrase in text, phrase
+
+
+def test_empty_input_still_explains_itself() -> None:
+    text = compile_([])
+    assert "## Global" in text
+    assert "_Nothing here yet" in text
+    assert front_matter(text)["included"] == {"warnings": 0, "heuristics": 0, "insights": 0,
+                                              "causal_links": 0}
+
+
+def test_cap_keeps_the_highest_ranked_and_says_how_many_were_left_out() -> None:
+    entries = [make_entry(strategy=f"s{i % 7}", confidence=0.4 + (i % 50) / 100,
+                          quality_score=0.3 + (i % 11) / 20,
+                          category=Category.WARNING if i % 5 == 0 else Category.HEURISTIC)
+               for i in range(300)]
+    text = compile_(entries, max_lines=120)
+    lines = text.splitlines()
+    assert len(lines) <= 120
+    fm = front_matter(text)
+    shown_ids = {re.match(r"- `([^`]+)`", line).group(1) for line in item_lines(text)}  # type: ignore[union-attr]
+    assert fm["left_out"] == 300 - len(shown_ids) > 0
+    assert f"_{fm['left_out']} of 300 selected entries were left out" in text
+    ranked = sorted(entries, key=lambda e: (-(e.confidence * e.quality_score), e.id))
+    assert shown_ids == {e.id[:8] for e in ranked[: len(shown_ids)]}
+
+
+def test_cap_at_exactly_the_needed_length_keeps_everything() -> None:
+    entries = mixed_entries()
+    full = compile_(entries)
+    n = len(full.splitlines())
+    assert compile_(entries, max_lines=n) == full.replace(
+        "max_lines: 400", f"max_lines: {n}")
+    tighter = compile_(entries, max_lines=n - 1)
+    assert len(tighter.splitlines()) <= n - 1
+    assert front_matter(tighter)["left_out"] >= 1
+
+
+def test_max_lines_smaller_than_the_header_is_refused() -> None:
+    with pytest.raises(ValidationError) as info:
+        compile_(mixed_entries(), max_lines=10)
+    assert info.value.field == "max_lines"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"tick": -1}, "tick"), ({"generated_at": 1.5}, "generated_at"),
+     ({"counts": {"Bad Key": 1}}, "counts"), ({"counts": {"ok": -2}}, "counts.ok"),
+     ({"max_lines": True}, "max_lines")],
+)
+def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        compile_([make_entry()], **kwargs)
+    assert info.value.field == field
+
+
+def test_the_same_entry_twice_is_refused() -> None:
+    entry = make_entry()
+    with pytest.raises(ValidationError, match="given twice"):
+        compile_([entry, PlaybookItem(entry, 0.5)])
+
+
+def test_playbook_item_rejects_confidence_outside_unit_interval() -> None:
+    with pytest.raises(ValidationError) as info:
+        PlaybookItem(make_entry(), 1.5)
+    assert info.value.field == "effective_confidence"
+    with pytest.raises(ValidationError):
+        PlaybookItem(make_entry(), float("nan"))
+
+
+def test_entry_content_cannot_inject_headings_or_hide_the_file() -> None:
+    nasty = make_entry(content="# Owned\n\n## Strategy: fake\n---\n<!-- hide the rest\r\n```",
+                       strategy="real\n# Global")
+    text = compile_([nasty, make_entry()])
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert "## Strategy: real # Global" in headings
+    assert all(not h.startswith("## Strategy: fake") and h != "# Owned" for h in headings)
+    [line] = [line for line in item_lines(text) if "Owned" in line]
+    assert not re.search(r"(?<!\\)<!--", line) and "\\<!-- hide" in line
+    assert "```" not in line
+    assert text.count("\n---\n") == 1  # only the front matter's closing fence
+
+
+def test_clean_inline_strips_breaks_controls_and_leading_markers() -> None:
+    assert clean_inline("  ## > - 1. hi\u2028there\x00\u202e!") == "hi there!"
+    assert clean_inline("a <b>x</b> < 3") == "a \\<b>x\\</b> < 3"
+    long = clean_inline("x" * 1000, limit=10)
+    assert len(long) == 10 and long.endswith("…")
+
+
+def test_short_ids_are_unique_prefixes_of_at_least_eight_characters() -> None:
+    same_minute = ["019b76da-a800-7aaa-8000-000000000001", "019b76da-a801-7bbb-8000-000000000002",
+                   "019b76db-0000-7ccc-8000-000000000003"]
+    shorts = short_ids(same_minute)
+    assert shorts[same_minute[2]] == "019b76db"
+    assert shorts[same_minute[0]] == "019b76da-a800"
+    assert shorts[same_minute[1]] == "019b76da-a801"
+
+
+_nasty_text = st.text(
+    alphabet=st.sampled_from([*"ab #>-*_`|<!\n\r\t=~0123456789.)", "\u2028", "\x85", "é"]),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    contents=st.lists(_nasty_text, min_size=0, max_size=25),
+    strategies=st.lists(st.sampled_from([None, "a", "b", "c\n# x"]), min_size=25, max_size=25),
+    confs=st.lists(st.floats(0, 1), min_size=25, max_size=25),
+    max_lines=st.integers(40, 90),
+    seed=st.integers(0, 1000),
+)
+def test_property_layout_is_safe_capped_and_order_independent(
+    contents: list[str], strategies: list[str | None], confs: list[float], max_lines: int,
+    seed: int,
+) -> None:
+    """Any content: no injected heading or fence, never over max_lines, input order irrelevant."""
+    cats = [Category.HEURISTIC, Category.WARNING, Category.INSIGHT, Category.CAUSAL_LINK]
+    entries = [PlaybookItem(make_entry(content=c, strategy=strategies[i], category=cats[i % 4]),
+                            confs[i]) for i, c in enumerate(contents)]
+    text = compile_(entries, max_lines=max_lines)
+    shuffled = entries[:]
+    random.Random(seed).shuffle(shuffled)
+    assert compile_(shuffled, max_lines=max_lines) == text
+    lines = text.splitlines()
+    assert len(lines) <= max_lines
+    assert lines.count("---") == 2
+    allowed_heading = re.compile(r"^(# PLAYBOOK|## Global|## Strategy: .+|### .+ \(\d+\))$")
+    assert all(allowed_heading.match(line) for line in lines if line.startswith("#"))
+    kept = len(item_lines(text))
+    assert front_matter(text)["left_out"] == len(entries) - kept
+    assert kept == len(entries) or "were left out" in text
+
+
+def test_replace_keeps_records_frozen() -> None:
+    """PlaybookItem is a frozen value: changing it yields a new item."""
+    item = PlaybookItem(make_entry(), 0.5)
+    assert replace(item, effective_confidence=0.6).effective_confidence == 0.6
+    with pytest.raises(AttributeError):
+        item.effective_confidence = 0.9  # type: ignore[misc]
