@@ -1,0 +1,336 @@
+"""The episodic store's in-memory read side: vectors, prefilter columns, rows.
+
+Owns, for every episode in the store (flushed or still buffered), in append
+(``seq``) order: a float32 vector matrix grown by doubling, small numpy
+columns for the prefilters (type, regime, strategy, tool, timestamp), the
+id → position and ref → positions maps, and the rows themselves (an Arrow
+table for flushed rows, plus the buffered ``Episode`` objects).
+
+LanceDB stays the source of truth; this is rebuilt from it on open. Measured
+(scripts/bench_episodes.py): a filtered top-k here is a masked dot product,
+~1 ms at 10k rows against ~10-35 ms for LanceDB's flat search, and a get by
+id is a dict lookup instead of a 7-14 ms LanceDB query.
+
+Concurrency: one writer mutates; readers take ``self.snap`` (one attribute
+read, atomic) and use only positions below ``snap.n``. The writer fills rows
+past ``n`` and then publishes a new snapshot, so readers never lock. It must
+not do I/O or know about LanceDB or SQLite.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from grimoire.errors import ValidationError
+from grimoire.records import Episode, EpisodeType, Regime, parse_enum
+from grimoire.stores.episodes_schema import episodes_from_arrow
+
+__all__ = ["EpisodeFilter", "EpisodeIndex", "Snapshot"]
+
+F32 = npt.NDArray[np.float32]
+G = TypeVar("G", bound=np.generic)
+_TYPES = list(EpisodeType)
+_REGIMES = list(Regime)
+_TYPE_CODE = {t: i for i, t in enumerate(_TYPES)}
+_REGIME_CODE = {r: i for i, r in enumerate(_REGIMES)}
+MIN_CAPACITY = 1024
+# Below this fraction of rows passing a filter, gathering the rows beats one full matvec.
+_GATHER_FRACTION = 0.25
+# Merge a trailing Arrow chunk into its neighbour when it is at least this fraction of it:
+# keeps O(log n) chunks so a take() stays cheap, with O(log n) amortised copies per row.
+_MERGE_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class EpisodeFilter:
+    """Prefilters for search, text search and listings. All optional; all must hold.
+
+    ``types``: any of these episode types; ``since_ms`` inclusive, ``until_ms``
+    exclusive, on the episode's ``timestamp``.
+    """
+
+    types: Collection[EpisodeType | str] | None = None
+    regime: Regime | str | None = None
+    strategy: str | None = None
+    tool: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.types is not None:
+            if isinstance(self.types, str):
+                raise ValidationError("must be a collection of episode types", field="types")
+            parsed = tuple(sorted({parse_enum(EpisodeType, t, "types") for t in self.types}))
+            object.__setattr__(self, "types", parsed)
+        if self.regime is not None:
+            object.__setattr__(self, "regime", parse_enum(Regime, self.regime, "regime"))
+        for name in ("strategy", "tool"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValidationError("must be a string", field=name)
+        for name in ("since_ms", "until_ms"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValidationError("must be an integer (unix ms)", field=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a reader sees: the first ``n`` positions of the arrays are valid."""
+
+    n: int
+    vectors: F32
+    type_code: npt.NDArray[np.int8]
+    regime_code: npt.NDArray[np.int8]
+    strategy_code: npt.NDArray[np.int32]
+    tool_code: npt.NDArray[np.int32]
+    timestamp: npt.NDArray[np.int64]
+    seq: npt.NDArray[np.int64]
+    chunks: tuple[pa.Table, ...]  # flushed rows, no vector column
+    chunk_starts: tuple[int, ...]
+    flushed: int
+    pending: tuple[Episode, ...] = field(default=())
+
+
+class EpisodeIndex:
+    """See the module docstring. Writer methods: ``add``, ``mark_flushed``."""
+
+    def __init__(self, dim: int, capacity: int = MIN_CAPACITY) -> None:
+        self.dim = dim
+        capacity = max(MIN_CAPACITY, capacity)
+        self.ids: list[str] = []
+        self.pos_of: dict[str, int] = {}
+        self.refs: dict[str, list[int]] = {}
+        self._codes: dict[str, dict[str, int]] = {"strategy": {}, "tool": {}}
+        self.snap = Snapshot(
+            n=0,
+            vectors=np.zeros((capacity, dim), dtype=np.float32),
+            type_code=np.zeros(capacity, dtype=np.int8),
+            regime_code=np.zeros(capacity, dtype=np.int8),
+            strategy_code=np.zeros(capacity, dtype=np.int32),
+            tool_code=np.zeros(capacity, dtype=np.int32),
+            timestamp=np.zeros(capacity, dtype=np.int64),
+            seq=np.zeros(capacity, dtype=np.int64),
+            chunks=(),
+            chunk_starts=(),
+            flushed=0,
+        )
+
+    # ------------------------------------------------------------ writer side
+
+    def _code(self, kind: str, value: str | None) -> int:
+        if value is None:
+            return -1
+        table = self._codes[kind]
+        code = table.get(value)
+        if code is None:
+            code = table[value] = len(table)
+        return code
+
+    def _grown(self, snap: Snapshot, need: int) -> Snapshot:
+        capacity = snap.vectors.shape[0]
+        if need <= capacity:
+            return snap
+        while capacity < need:
+            capacity *= 2
+
+        def grow(a: npt.NDArray[G]) -> npt.NDArray[G]:
+            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+            out[: snap.n] = a[: snap.n]
+            return out
+
+        return Snapshot(
+            snap.n, grow(snap.vectors), grow(snap.type_code), grow(snap.regime_code),
+            grow(snap.strategy_code), grow(snap.tool_code), grow(snap.timestamp),
+            grow(snap.seq), snap.chunks, snap.chunk_starts, snap.flushed, snap.pending,
+        )
+
+    def add(self, episodes: Sequence[Episode], seqs: Sequence[int], vectors: F32,
+            rows: pa.Table | None = None) -> None:
+        """Append rows (buffered as Episodes, or already flushed as Arrow ``rows``).
+
+        Rows are written past ``n`` and then one new snapshot is published.
+        """
+        snap = self.snap
+        m = len(episodes)
+        if m == 0:
+            return
+        snap = self._grown(snap, snap.n + m)
+        lo, hi = snap.n, snap.n + m
+        snap.vectors[lo:hi] = vectors
+        snap.type_code[lo:hi] = [_TYPE_CODE[e.type] for e in episodes]
+        snap.regime_code[lo:hi] = [-1 if e.regime is None else _REGIME_CODE[e.regime]
+                                   for e in episodes]
+        snap.strategy_code[lo:hi] = [self._code("strategy", e.strategy) for e in episodes]
+        snap.tool_code[lo:hi] = [self._code("tool", e.tool) for e in episodes]
+        snap.timestamp[lo:hi] = [e.timestamp for e in episodes]
+        snap.seq[lo:hi] = seqs
+        if rows is None:
+            chunks, starts, flushed = snap.chunks, snap.chunk_starts, snap.flushed
+            pending = (*snap.pending, *episodes)
+        else:
+            if snap.pending:
+                raise ValueError("flushed rows cannot follow buffered rows")
+            chunks, starts = _append_chunk(snap.chunks, snap.chunk_starts, rows)
+            flushed, pending = hi, ()
+        self.snap = Snapshot(hi, snap.vectors, snap.type_code, snap.regime_code,
+                             snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
+                             chunks, starts, flushed, pending)
+        # After publishing: an id becomes visible once its row is readable.
+        for i, ep in enumerate(episodes, start=lo):
+            self.ids.append(ep.id)
+            self.pos_of[ep.id] = i
+            if ep.ref is not None:
+                self.refs.setdefault(ep.ref, []).append(i)
+
+    def load(self, table: pa.Table) -> None:
+        """Fill an empty index from stored rows (with vectors), already in ``seq`` order.
+
+        Column-wise (no Episode objects), so a 100k-row rebuild stays well under a second.
+        """
+        if self.snap.n:
+            raise ValueError("load() needs an empty index")
+        n = table.num_rows
+        if n == 0:
+            return
+        snap = self._grown(self.snap, n)
+        snap.vectors[:n] = (
+            table["vector"].combine_chunks().flatten().to_numpy().reshape(n, self.dim)
+        )
+        snap.type_code[:n] = _enum_codes(table["type"], [t.value for t in _TYPES])
+        snap.regime_code[:n] = _enum_codes(table["regime"], [r.value for r in _REGIMES])
+        snap.strategy_code[:n] = self._string_codes("strategy", table["strategy"])
+        snap.tool_code[:n] = self._string_codes("tool", table["tool"])
+        snap.timestamp[:n] = table["timestamp"].to_numpy()
+        snap.seq[:n] = table["seq"].to_numpy()
+        chunks, starts = _append_chunk((), (), table.drop_columns(["vector"]))
+        self.snap = Snapshot(n, snap.vectors, snap.type_code, snap.regime_code,
+                             snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
+                             chunks, starts, n, ())
+        self.ids = table["id"].to_pylist()
+        self.pos_of = {id_: i for i, id_ in enumerate(self.ids)}
+        for i, ref in enumerate(table["ref"].to_pylist()):
+            if ref is not None:
+                self.refs.setdefault(ref, []).append(i)
+
+    def _string_codes(self, kind: str, column: pa.ChunkedArray) -> npt.NDArray[np.int32]:
+        encoded = column.combine_chunks().dictionary_encode()
+        mapping = np.array([self._code(kind, v) for v in encoded.dictionary.to_pylist()] or [0],
+                           dtype=np.int32)
+        indices = encoded.indices
+        codes: npt.NDArray[np.int32] = mapping[pc.fill_null(indices, 0).to_numpy()]
+        codes[pc.is_null(indices).to_numpy(zero_copy_only=False)] = -1
+        return codes
+
+    def mark_flushed(self, count: int, rows: pa.Table) -> None:
+        """The first ``count`` buffered rows are in LanceDB: keep them as Arrow ``rows``."""
+        snap = self.snap
+        chunks, starts = _append_chunk(snap.chunks, snap.chunk_starts, rows)
+        self.snap = Snapshot(snap.n, snap.vectors, snap.type_code, snap.regime_code,
+                             snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
+                             chunks, starts, snap.flushed + count, snap.pending[count:])
+
+    # ------------------------------------------------------------ reader side
+
+    def mask(self, snap: Snapshot, flt: EpisodeFilter | None) -> npt.NDArray[np.bool_] | None:
+        """Boolean mask over ``snap.n`` rows, or None when nothing is filtered."""
+        if flt is None:
+            return None
+        n = snap.n
+        mask: npt.NDArray[np.bool_] | None = None
+
+        def both(m: npt.NDArray[np.bool_]) -> None:
+            nonlocal mask
+            mask = m if mask is None else mask & m
+
+        if flt.types is not None:
+            codes = [_TYPE_CODE[EpisodeType(t)] for t in flt.types]
+            both(np.isin(snap.type_code[:n], codes))
+        if flt.regime is not None:
+            both(snap.regime_code[:n] == _REGIME_CODE[Regime(flt.regime)])
+        for kind, column in (("strategy", snap.strategy_code), ("tool", snap.tool_code)):
+            value = getattr(flt, kind)
+            if value is not None:
+                code = self._codes[kind].get(value)
+                both(np.zeros(n, dtype=bool) if code is None else column[:n] == code)
+        if flt.since_ms is not None:
+            both(snap.timestamp[:n] >= flt.since_ms)
+        if flt.until_ms is not None:
+            both(snap.timestamp[:n] < flt.until_ms)
+        return mask
+
+    def search(self, snap: Snapshot, query: F32, k: int,
+               flt: EpisodeFilter | None) -> list[tuple[int, float]]:
+        """Top-k (position, cosine) by a masked dot product, best first."""
+        n = snap.n
+        if n == 0 or k <= 0:
+            return []
+        mask = self.mask(snap, flt)
+        matrix = snap.vectors[:n]
+        if mask is None:
+            positions: npt.NDArray[np.intp] | None = None
+            scores = matrix @ query
+        else:
+            positions = np.flatnonzero(mask)
+            if positions.size == 0:
+                return []
+            if positions.size < n * _GATHER_FRACTION:
+                scores = matrix[positions] @ query
+            else:
+                scores = (matrix @ query)[positions]
+        k = min(k, scores.shape[0])
+        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(k)
+        top = top[np.lexsort((top, -scores[top]))]  # score desc, then append order
+        found = top if positions is None else positions[top]
+        return [(int(p), float(scores[t])) for p, t in zip(found, top, strict=True)]
+
+    def seq_to_pos(self, snap: Snapshot, seq: int) -> int | None:
+        n = snap.n
+        pos = int(np.searchsorted(snap.seq[:n], seq))
+        return pos if pos < n and int(snap.seq[pos]) == seq else None
+
+    def episodes(self, snap: Snapshot, positions: Sequence[int]) -> list[Episode]:
+        """Episodes at these positions (< snap.n), in the order given."""
+        out: list[Episode | None] = [None] * len(positions)
+        by_chunk: dict[int, list[tuple[int, int]]] = {}
+        for slot, pos in enumerate(positions):
+            if pos >= snap.flushed:
+                out[slot] = snap.pending[pos - snap.flushed]
+            else:
+                c = bisect.bisect_right(snap.chunk_starts, pos) - 1
+                by_chunk.setdefault(c, []).append((slot, pos - snap.chunk_starts[c]))
+        for c, wanted in by_chunk.items():
+            taken = snap.chunks[c].take(pa.array([off for _, off in wanted], pa.int64()))
+            for (slot, _), ep in zip(wanted, episodes_from_arrow(taken), strict=True):
+                out[slot] = ep
+        return [ep for ep in out if ep is not None]
+
+
+def _enum_codes(column: pa.ChunkedArray, values: list[str]) -> npt.NDArray[np.int8]:
+    codes = pc.fill_null(pc.index_in(column, value_set=pa.array(values)), -1)
+    out: npt.NDArray[np.int8] = codes.to_numpy().astype(np.int8)
+    return out
+
+
+def _append_chunk(
+    chunks: tuple[pa.Table, ...], starts: tuple[int, ...], rows: pa.Table
+) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
+    if rows.num_rows == 0:
+        return chunks, starts
+    start = starts[-1] + chunks[-1].num_rows if chunks else 0
+    new_chunks = [*chunks, rows.combine_chunks()]
+    new_starts = [*starts, start]
+    while (len(new_chunks) >= 2
+           and new_chunks[-1].num_rows >= _MERGE_RATIO * new_chunks[-2].num_rows):
+        last = new_chunks.pop()
+        new_starts.pop()
+        new_chunks[-1] = pa.concat_tables([new_chunks[-1], last]).combine_chunks()
+    return tuple(new_chunks), tuple(new_starts)

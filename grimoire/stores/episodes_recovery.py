@@ -1,0 +1,91 @@
+"""Opening the episodic store: replay the journal into LanceDB and rebuild the index.
+
+Owns the recovery procedure run once by ``EpisodeStore.open``:
+
+1. read every LanceDB row, order by ``seq``, drop repeated ids (first wins);
+2. take the journal rows whose id LanceDB lacks (a crash before or during a
+   flush) and write them in one ``add()``, fsync; rows LanceDB already has (a
+   crash after the add, before the journal cleanup: a "torn" flush) are
+   skipped, so replay is idempotent;
+3. drop the journal rows (everything is durable in LanceDB now);
+4. re-index texts missing from FTS5 (only if the journal file was lost);
+5. fill the in-memory index.
+
+It must not be called on a store that is in use (open holds the store's lock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import structlog
+
+from grimoire.stores.episodes_index import EpisodeIndex
+from grimoire.stores.episodes_journal import Journal
+from grimoire.stores.episodes_lance import LanceEpisodes
+from grimoire.stores.episodes_schema import episodes_to_arrow
+
+__all__ = ["Recovery", "recover"]
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class Recovery:
+    rows: int
+    replayed: int
+    skipped: int
+    fts_rebuilt: int
+    next_seq: int
+
+
+def _ordered_unique(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return table
+    seqs = table["seq"].to_numpy()
+    if not (np.diff(seqs) > 0).all():
+        table = table.take(pa.array(np.argsort(seqs, kind="stable")))
+    ids = table["id"].to_pylist()
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        keep = []
+        for i, id_ in enumerate(ids):
+            if id_ not in seen:
+                seen.add(id_)
+                keep.append(i)
+        log.warning("episodes.open.duplicates", dropped=len(ids) - len(keep))
+        table = table.take(pa.array(keep, pa.int64()))
+    return table
+
+
+def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex) -> Recovery:
+    stored = _ordered_unique(lance.read_all())
+    present = set(stored["id"].to_pylist())
+    pending = journal.pending()
+    replay = [row for row in pending if row[1].id not in present]
+    if replay:
+        vectors = np.stack([vec for _, _, vec in replay]).astype(np.float32)
+        table = episodes_to_arrow([ep for _, ep, _ in replay], [seq for seq, _, _ in replay],
+                                  vectors, lance.schema)
+        lance.append(table)
+        lance.sync()
+        stored = _ordered_unique(pa.concat_tables([stored, table.select(stored.column_names)]))
+        log.info("episodes.replay", rows=len(replay), skipped=len(pending) - len(replay))
+    if pending:
+        journal.release(max(seq for seq, _, _ in pending))
+    fts_rebuilt = 0
+    if journal.fts_count() < stored.num_rows:
+        indexed = journal.fts_rowids()
+        missing = [(seq, text) for seq, text in zip(stored["seq"].to_pylist(),
+                                                     stored["text"].to_pylist(), strict=True)
+                   if seq not in indexed]
+        journal.fts_add(missing)
+        fts_rebuilt = len(missing)
+        log.warning("episodes.fts.rebuilt", rows=fts_rebuilt)
+    index.load(stored)
+    top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
+    return Recovery(rows=stored.num_rows, replayed=len(replay),
+                    skipped=len(pending) - len(replay), fts_rebuilt=fts_rebuilt,
+                    next_seq=max(top, journal.max_seq()) + 1)
