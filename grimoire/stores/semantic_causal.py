@@ -1,0 +1,182 @@
+"""The causal graph in ``causal_edges``: upsert, look-ups, and breadth-first walks.
+
+Nodes are episode or entry ids (seed 004 "SQLite Causal Graph", seed 000
+TCMF, seed 001 causal chains, seed 003 outcome edges). Plain functions over
+an apsw connection; the store picks the connection and wraps errors. Must
+not validate records other than edges, and must not touch other tables.
+
+A walk expands one depth level per query: the frontier goes in as one JSON
+array (``json_each``), so the statement text is the same for every level and
+stays in apsw's statement cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import Any, Literal
+
+import apsw
+
+from grimoire.errors import StoreError, ValidationError
+from grimoire.records import parse_enum
+from grimoire.stores.semantic_types import CAUSAL_KINDS, CausalEdge, CausalHop, EdgeKind
+
+__all__ = [
+    "MAX_DEPTH",
+    "Direction",
+    "bfs",
+    "count_edges",
+    "edges_from",
+    "edges_to",
+    "get_edge",
+    "list_edges",
+    "upsert_edge",
+]
+
+Direction = Literal["backward", "forward"]
+MAX_DEPTH = 32
+
+_COLS = ("cause_id, effect_id, kind, weight, relationship, lag_ms, evidence_count, "
+         "created_at, updated_at")
+
+
+def _edge(row: Sequence[Any]) -> CausalEdge:
+    cause, effect, kind, weight, relationship, lag_ms, evidence, created, updated = row
+    return CausalEdge(cause, effect, EdgeKind(kind), weight, relationship, lag_ms, evidence,
+                      created, updated)
+
+
+def _kinds_json(kinds: Collection[EdgeKind | str] | None) -> str:
+    chosen = CAUSAL_KINDS if kinds is None else kinds
+    return json.dumps(sorted(parse_enum(EdgeKind, k, "kinds").value for k in chosen))
+
+
+def upsert_edge(conn: apsw.Connection, edge: CausalEdge, now: int) -> CausalEdge:
+    """Insert ``edge`` or replace the values of the edge with the same (cause, effect, kind).
+
+    ``created_at`` is kept from the first insert; ``updated_at`` becomes ``now``
+    (``edge.created_at``/``updated_at`` are used when non-zero, e.g. on import).
+    """
+    e = edge.validate()
+    created = e.created_at or now
+    updated = e.updated_at or now
+    conn.execute(
+        f"INSERT INTO causal_edges ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (cause_id, effect_id, kind) DO UPDATE SET weight = excluded.weight, "
+        "relationship = excluded.relationship, lag_ms = excluded.lag_ms, "
+        "evidence_count = excluded.evidence_count, updated_at = excluded.updated_at",
+        (e.cause_id, e.effect_id, e.kind.value, e.weight, e.relationship, e.lag_ms,
+         e.evidence_count, created, updated),
+    )
+    stored = get_edge(conn, e.cause_id, e.effect_id, e.kind)
+    if stored is None:  # cannot happen inside the writing transaction
+        raise StoreError(f"causal edge {e.cause_id} -> {e.effect_id} vanished after upsert")
+    return stored
+
+
+def get_edge(
+    conn: apsw.Connection, cause_id: str, effect_id: str, kind: EdgeKind | str
+) -> CausalEdge | None:
+    row = conn.execute(
+        f"SELECT {_COLS} FROM causal_edges WHERE cause_id = ? AND effect_id = ? AND kind = ?",
+        (cause_id, effect_id, parse_enum(EdgeKind, kind, "kind").value),
+    ).fetchone()
+    return None if row is None else _edge(row)
+
+
+def edges_from(
+    conn: apsw.Connection, node_id: str, kinds: Collection[EdgeKind | str] | None
+) -> list[CausalEdge]:
+    """Edges whose cause is ``node_id`` (its effects), strongest first."""
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM causal_edges WHERE cause_id = ? "
+        "AND kind IN (SELECT value FROM json_each(?)) ORDER BY weight DESC, effect_id, kind",
+        (node_id, _kinds_json(kinds)),
+    )
+    return [_edge(r) for r in rows]
+
+
+def edges_to(
+    conn: apsw.Connection, node_id: str, kinds: Collection[EdgeKind | str] | None
+) -> list[CausalEdge]:
+    """Edges whose effect is ``node_id`` (its causes), strongest first."""
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM causal_edges WHERE effect_id = ? "
+        "AND kind IN (SELECT value FROM json_each(?)) ORDER BY weight DESC, cause_id, kind",
+        (node_id, _kinds_json(kinds)),
+    )
+    return [_edge(r) for r in rows]
+
+
+def list_edges(
+    conn: apsw.Connection, kinds: Collection[EdgeKind | str] | None, limit: int | None
+) -> list[CausalEdge]:
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM causal_edges WHERE kind IN (SELECT value FROM json_each(?)) "
+        "ORDER BY id LIMIT ?",
+        (_kinds_json(kinds), -1 if limit is None else limit),
+    )
+    return [_edge(r) for r in rows]
+
+
+def count_edges(conn: apsw.Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM causal_edges").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def bfs(
+    conn: apsw.Connection,
+    start: str,
+    direction: Direction,
+    max_depth: int,
+    kinds: Collection[EdgeKind | str] | None,
+) -> list[CausalHop]:
+    """Every node within ``max_depth`` edges of ``start``, nearest first.
+
+    ``backward`` follows edges from effect to cause (what led to ``start``),
+    ``forward`` from cause to effect. A node is reported once, at its smallest
+    depth; among the paths of that length the one with the largest product of
+    weights wins (ties: the lexicographically smaller neighbour, so results
+    are deterministic). Cycles are harmless: a reached node is never expanded
+    twice.
+    """
+    if direction not in ("backward", "forward"):
+        raise ValidationError("must be 'backward' or 'forward'", field="direction")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int):
+        raise ValidationError("must be an integer", field="max_depth")
+    if not 1 <= max_depth <= MAX_DEPTH:
+        raise ValidationError(f"must be in [1, {MAX_DEPTH}]", field="max_depth")
+    backward = direction == "backward"
+    near = "effect_id" if backward else "cause_id"
+    sql = (
+        f"SELECT {_COLS} FROM causal_edges WHERE {near} IN (SELECT value FROM json_each(?)) "
+        "AND kind IN (SELECT value FROM json_each(?))"
+    )
+    kinds_json = _kinds_json(kinds)
+    weight_of: dict[str, float] = {start: 1.0}
+    hops: list[CausalHop] = []
+    frontier = [start]
+    for depth in range(1, max_depth + 1):
+        best: dict[str, tuple[tuple[float, str, str], float, CausalEdge]] = {}
+        for row in conn.execute(sql, (json.dumps(frontier), kinds_json)):
+            edge = _edge(row)
+            here, there = (edge.effect_id, edge.cause_id) if backward else (
+                edge.cause_id, edge.effect_id)
+            if there in weight_of:
+                continue
+            weight = weight_of[here] * edge.weight
+            # Strongest path first; on equal weight the smaller predecessor id, then kind.
+            key = (-weight, here, edge.kind.value)
+            current = best.get(there)
+            if current is None or key < current[0]:
+                best[there] = (key, weight, edge)
+        if not best:
+            break
+        for node in sorted(best, key=lambda n: (best[n][0][0], n)):
+            _, weight, edge = best[node]
+            weight_of[node] = weight
+            hops.append(CausalHop(node, depth, weight, edge))
+        frontier = sorted(best)
+    return hops
+

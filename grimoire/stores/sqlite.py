@@ -1,0 +1,214 @@
+"""The one way Grimoire opens SQLite: ``connect(path)``, the one-writer/many-readers
+``Connections`` holder, and the apsw error boundary.
+
+Owns connection settings (apsw best practice, WAL, busy timeout, durability,
+foreign keys, sqlite-vec), which connection a thread uses, and the
+conversion of apsw errors into ``StoreError``. It must not know any table:
+schemas belong to the stores.
+
+Why each setting:
+
+- apsw's best-practice connection settings are applied to *this* connection
+  only (``apsw.bestpractice.apply`` would register process-wide hooks that
+  change every other apsw user in the process, which a library must not do).
+- WAL: readers never block the single writer and the writer never blocks them.
+- ``synchronous=FULL``: in WAL mode each COMMIT fsyncs the WAL, so a
+  committed (acknowledged) write survives a power loss. NORMAL only survives
+  a process crash; ``scripts/bench_semantic.py`` measures what FULL costs.
+- busy timeout: a second process (the CLI) may hold the write lock briefly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import apsw.bestpractice
+import sqlite_vec
+
+from grimoire.errors import StoreError
+
+__all__ = ["Connections", "Synchronous", "connect", "store_errors"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+# Applied one by one to our connection; library_logging is process-global and is
+# left to the entrypoint.
+_BEST_PRACTICE = (
+    apsw.bestpractice.connection_wal,
+    apsw.bestpractice.connection_enable_foreign_keys,
+    apsw.bestpractice.connection_dqs,
+    apsw.bestpractice.connection_optimize,
+    apsw.bestpractice.connection_recursive_triggers,
+)
+
+
+def connect(
+    path: Path | str,
+    *,
+    readonly: bool = False,
+    synchronous: Synchronous = "FULL",
+    busy_timeout_ms: int = 5_000,
+    vec: bool = True,
+) -> apsw.Connection:
+    """Open ``path`` with Grimoire's settings and sqlite-vec loaded.
+
+    ``readonly`` connections are for reader threads: they can never write by
+    mistake. Raises StoreError if the file cannot be opened or configured.
+    """
+    if synchronous not in _SYNCHRONOUS:
+        raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
+    with store_errors(f"open {path}"):
+        conn = apsw.Connection(str(path), flags=flags)
+        try:
+            conn.set_busy_timeout(busy_timeout_ms)
+            for setting in _BEST_PRACTICE:
+                setting(conn)
+            conn.pragma("synchronous", synchronous)
+            # apsw's `with conn:` then opens writes with BEGIN IMMEDIATE, so a
+            # transaction never has to upgrade a read lock (and deadlock) later.
+            conn.transaction_mode = "IMMEDIATE"
+            if vec:
+                conn.enable_load_extension(True)
+                conn.load_extension(sqlite_vec.loadable_path())
+                conn.enable_load_extension(False)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+@contextmanager
+def store_errors(action: str) -> Iterator[None]:
+    """Convert apsw errors raised inside the block into StoreError naming ``action``."""
+    try:
+        yield
+    except apsw.Error as exc:
+        raise StoreError(f"sqlite: {action} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class Connections:
+    """One write connection behind a lock, and one read-only connection per reader thread.
+
+    The daemon has one writer thread that owns every mutation and reader
+    threads that query concurrently. In WAL mode readers never block the
+    writer and see the last committed state; so each reader thread gets its
+    own read-only connection (opened on first use), and the single write
+    connection is only used inside ``transaction()``, which holds a lock so a
+    stray second writer waits instead of interleaving with the first.
+
+    A thread *inside* a transaction reads through the write connection, so it
+    sees its own uncommitted writes (a curator cycle that adds an entry and
+    then looks it up in the same batch finds it).
+
+    ``queue(item)`` hands an item to ``on_commit`` once the outermost
+    transaction has committed; items queued in a transaction or savepoint
+    that rolls back are dropped. Stores use it to update in-memory mirrors
+    only with what is durable.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 5_000,
+        on_commit: Callable[[list[Any]], None] | None = None,
+    ) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer = connect(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
+        self._queued: list[Any] = []
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        self.on_commit = on_commit
+
+    @property
+    def writer(self) -> apsw.Connection:
+        """The write connection, for set-up work such as migrations (not for readers)."""
+        self._check_open()
+        return self._writer
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"sqlite store {self.path} is closed")
+
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside ``transaction()``."""
+        return self._owner == threading.get_ident()
+
+    def read(self) -> apsw.Connection:
+        """The connection the calling thread should read through."""
+        self._check_open()
+        if self.in_transaction():
+            return self._writer
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True, busy_timeout_ms=self._busy_timeout_ms)
+            with self._readers_lock:
+                if self._closed:
+                    conn.close()
+                    self._check_open()
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error); nested calls are savepoints.
+
+        Commit is durable before this returns (synchronous=FULL).
+        """
+        with self._lock:
+            self._check_open()
+            outer = self._depth == 0
+            mark = len(self._queued)
+            self._depth += 1
+            self._owner = threading.get_ident()
+            try:
+                with self._writer:  # BEGIN IMMEDIATE at the top, SAVEPOINT when nested
+                    yield self._writer
+            except BaseException:
+                del self._queued[mark:]
+                raise
+            finally:
+                self._depth -= 1
+                if outer:
+                    self._owner = None
+            if outer and self._queued:
+                items, self._queued = self._queued, []
+                if self.on_commit is not None:
+                    self.on_commit(items)
+
+    def queue(self, item: Any) -> None:
+        """Queue ``item`` for ``on_commit`` (only inside ``transaction()``)."""
+        if not self.in_transaction():
+            raise StoreError("queue() outside a transaction")
+        self._queued.append(item)
+
+    def close(self) -> None:
+        """Close every connection (idempotent). Waits for a running transaction."""
+        with self._lock, self._readers_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with store_errors(f"close {self.path}"):
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
+                # Refresh planner statistics the session asked for (apsw best practice).
+                self._writer.pragma("optimize")
+                self._writer.close()
