@@ -1,0 +1,113 @@
+"""The one method table (API.md) shared by the socket server, the CLI and the facade.
+
+Each socket method name maps to a facade method (``episode.write`` →
+``Grimoire.episode_write``). ``dispatch`` binds JSON params to that method's
+keyword arguments, so an unknown or missing parameter is an invalid-params
+error that names it, and the facade validates the values. Server and CLI
+stay thin: they parse, call ``dispatch``, render.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from grimoire.errors import ValidationError
+
+__all__ = ["METHODS", "MethodSpec", "dispatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    name: str
+    summary: str
+    params: str
+    mutates: bool
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace(".", "_")
+
+
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in [
+        MethodSpec("health", "liveness: version, tick, uptime", "{}", False),
+        MethodSpec("status", "counts per store, health metrics, last curator cycle, events",
+                   "{}", False),
+        MethodSpec("episode.write", "store one episode; answers once it is durable",
+                   "{text, type?, ref?, tool?, outcome?, chain?, token_pair?, timestamp?, "
+                   "importance?, regime?, strategy?, actions?, gain?, metrics?, prediction?, "
+                   "emotional_tag?, valid_from?, valid_until?, causal_hint?}", True),
+        MethodSpec("episode.write_batch", "store many episodes, all or nothing",
+                   "{episodes: [...]}", True),
+        MethodSpec("episode.get", "one episode by id", "{id}", False),
+        MethodSpec("retrieve", "ranked context with factor breakdown and provenance",
+                   "{query, k?, max_tokens?, kinds?, categories?, regime?, strategy?, "
+                   "min_confidence?, event_id?, entities?, mood?, mode?, at?, format?}", False),
+        MethodSpec("outcome.report", "how a retrieval's decision turned out",
+                   "{retrieval_id, outcome, pnl?, followed_ids?}", True),
+        MethodSpec("entry.add", "propose a knowledge entry (through the admission gate)",
+                   "{category, content, provenance?, confidence?, decay_class?, tags?, "
+                   "strategy?, regime?, source?, parent_episode_ids?}", True),
+        MethodSpec("entry.get", "one entry (archived ones too)", "{id}", False),
+        MethodSpec("entry.list", "entries by category / status / strategy",
+                   "{category?, status?, strategy?, limit?}", False),
+        MethodSpec("entry.explain", "an entry's history: votes, decay, promotions, provenance",
+                   "{id}", False),
+        MethodSpec("kg.assert", "assert a fact in the knowledge graph",
+                   "{subject{kind,id}, predicate, object, valid_from, source_episode?, "
+                   "confidence?}", True),
+        MethodSpec("kg.invalidate", "close a fact at a block", "{id, at}", True),
+        MethodSpec("kg.at", "facts about a subject valid at a block", "{subject, block}", False),
+        MethodSpec("kg.known_at", "facts about a subject as known at a time",
+                   "{subject, time}", False),
+        MethodSpec("kg.neighbors", "entities within k hops at a block",
+                   "{subject, max_hops?, block, direction?}", False),
+        MethodSpec("causal.link", "an explicit causal link between two items",
+                   "{cause_id, effect_id, relationship?, weight?}", True),
+        MethodSpec("causal.chain", "the chain of causes back to the root, oldest first",
+                   "{query} or {id}", False),
+        MethodSpec("playbook.get", "the compiled PLAYBOOK.md", "{}", False),
+        MethodSpec("curator.run", "force a curator cycle now", "{}", True),
+    ]
+}
+
+
+def dispatch(target: Any, method: str, params: Mapping[str, Any] | None) -> Any:
+    """Call ``target.<method as attr>(**params)`` with the params checked against its signature.
+
+    Raises ``KeyError`` for an unknown method (the server maps it to -32601) and
+    ``ValidationError`` for params that are not an object or do not fit.
+    """
+    spec = METHODS.get(method)
+    if spec is None:
+        raise KeyError(method)
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise ValidationError("params must be a JSON object", field="params")
+    fn = getattr(target, spec.attr)
+    try:
+        inspect.signature(fn).bind(**params)
+    except TypeError as exc:
+        raise ValidationError(_explain_binding(fn, params, exc), field="params") from None
+    return fn(**params)
+
+
+def _explain_binding(fn: Any, params: Mapping[str, Any], exc: TypeError) -> str:
+    sig = inspect.signature(fn)
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    unknown = [] if accepts_any else sorted(set(params) - set(sig.parameters))
+    if unknown:
+        return f"unknown parameter(s): {', '.join(unknown)}"
+    missing = [
+        name for name, p in sig.parameters.items()
+        if p.default is p.empty and name not in params
+        and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if missing:
+        return f"missing required parameter(s): {', '.join(missing)}"
+    return str(exc)

@@ -1,0 +1,271 @@
+"""The ``grimoire`` command: run the daemon, or talk to a running one over its socket.
+
+Thin by design: parse arguments, call one API method (api.METHODS) through the
+client, render the answer. ``grimoire call METHOD JSON`` reaches any method;
+the other commands are friendly shortcuts for the common ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grimoire import __version__
+from grimoire.api import METHODS
+from grimoire.config import Config, config_items, load_config
+from grimoire.errors import ConfigError, GrimoireError, ValidationError
+
+__all__ = ["build_parser", "main"]
+
+EPILOG = "methods (grimoire call METHOD JSON):\n" + "\n".join(
+    f"  {spec.name:<20} {spec.summary}" for spec in METHODS.values()
+)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML config file (also GRIMOIRE_CONFIG)")
+    p.add_argument("--data", metavar="DIR", help="data directory (overrides data_dir)")
+    p.add_argument("--socket", metavar="PATH", help="daemon socket (overrides socket_path)")
+    p.add_argument("--json", action="store_true", help="print raw JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grimoire",
+        description="Grimoire: the local, offline memory daemon of an autonomous agent.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"grimoire {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon in the foreground (systemd-friendly)",
+                         description="Run the daemon: socket server plus heartbeat. SIGTERM or "
+                         "SIGINT drains and exits 0; a second signal exits at once.")
+    _common(run)
+    run.add_argument("--feed", help="tick feed: sim | jsonl:PATH | none (default: sim)")
+    run.add_argument("--scenario", metavar="FILE", help="simulator scenario YAML")
+    run.add_argument("--speed", type=float, help="time acceleration for demos (e.g. 600)")
+    run.add_argument("--tick-seconds", type=float, help="heartbeat tick length in seconds")
+    run.add_argument("--max-ticks", type=int, help="stop after this many ticks")
+    run.add_argument("--log-level", help="debug | info | warning | error")
+
+    for name, help_text in [("status", "counts, health metrics, recent events"),
+                            ("health", "is the daemon alive")]:
+        _common(sub.add_parser(name, help=help_text, description=help_text))
+
+    write = sub.add_parser("write", help="write one episode", description="Write one episode.")
+    _common(write)
+    write.add_argument("text", help="what happened, in words")
+    write.add_argument("--type", default="observation", help="episode type")
+    write.add_argument("--outcome", help="positive | negative | neutral | descriptive")
+    write.add_argument("--strategy", help="strategy name")
+    write.add_argument("--regime", help="market regime")
+    write.add_argument("--ref", help="your own id for it (message id, tx hash)")
+    write.add_argument("--metric", action="append", default=[], metavar="NAME=NUMBER",
+                       help="a metric, repeatable (gas_gwei=12.5)")
+
+    retrieve = sub.add_parser("retrieve", help="ranked context for a query",
+                              description="Ranked context with why each item ranks there.")
+    _common(retrieve)
+    retrieve.add_argument("query", help="what the agent is about to decide")
+    retrieve.add_argument("-k", type=int, default=10, help="items at most")
+    retrieve.add_argument("--max-tokens", type=int, help="token budget")
+    retrieve.add_argument("--mode", default="browse", help="deciding | browse | auto")
+
+    pb = sub.add_parser("playbook", help="print PLAYBOOK.md",
+                        description="Print PLAYBOOK.md (from the daemon, else from disk).")
+    _common(pb)
+    ex = sub.add_parser("explain", help="an entry's history and provenance",
+                        description="Votes, decay, promotions and provenance of an entry.")
+    _common(ex)
+    ex.add_argument("id", help="entry id")
+    _common(sub.add_parser("curate", help="run a curator cycle now",
+                           description="Force a curator cycle and print its summary."))
+
+    kg = sub.add_parser("kg", help="knowledge graph queries and assertions",
+                        description="Query or change the bi-temporal knowledge graph.")
+    kg_sub = kg.add_subparsers(dest="kg_command", required=True, metavar="KG_COMMAND")
+    for name, help_text, args in [
+        ("assert", "assert a fact", ["subject_kind", "subject_id", "predicate", "object",
+                                     "valid_from"]),
+        ("at", "facts valid at a block", ["subject_kind", "subject_id", "block"]),
+        ("known-at", "facts as known at a time (unix ms)", ["subject_kind", "subject_id",
+                                                            "time"]),
+        ("neighbors", "entities within k hops", ["subject_kind", "subject_id", "block"]),
+        ("invalidate", "close a fact at a block", ["id", "at"]),
+    ]:
+        p = kg_sub.add_parser(name, help=help_text, description=help_text)
+        _common(p)
+        for arg in args:
+            p.add_argument(arg, help=arg.replace("_", " ")
+                           + (" (JSON for an entity or a number)" if arg == "object" else ""))
+        if name == "neighbors":
+            p.add_argument("--max-hops", type=int, default=3, help="hops at most")
+
+    call = sub.add_parser("call", help="call any API method with JSON params",
+                          description="Call any method of the API.", epilog=EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(call)
+    call.add_argument("method", help="method name, e.g. episode.write")
+    call.add_argument("params", nargs="?", default="{}", help="JSON object of params")
+
+    cfg = sub.add_parser("config", help="configuration", description="Configuration.")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="CONFIG_COMMAND")
+    show = cfg_sub.add_parser("show", help="every setting with its value and help",
+                              description="Print every setting, its value and its help.")
+    _common(show)
+    return parser
+
+
+def _load(args: argparse.Namespace, **extra: Any) -> Config:
+    overrides: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
+    if getattr(args, "data", None):
+        overrides["data_dir"] = args.data
+    if getattr(args, "socket", None):
+        overrides["socket_path"] = args.socket
+    path = getattr(args, "config", None) or os.environ.get("GRIMOIRE_CONFIG")
+    return load_config(path, env=os.environ, overrides=overrides)
+
+
+def _print(value: Any, raw: bool) -> None:
+    if isinstance(value, str) and not raw:
+        print(value)
+    else:
+        print(json.dumps(value, indent=2, sort_keys=False, default=str))
+
+
+def _metrics(pairs: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, number = pair.partition("=")
+        try:
+            out[name] = float(number)
+        except ValueError:
+            raise ValidationError(f"expected NAME=NUMBER, got {pair!r}", field="metric") from None
+        if not sep or not name:
+            raise ValidationError(f"expected NAME=NUMBER, got {pair!r}", field="metric")
+    return out
+
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"not valid JSON: {exc}", field=what) from None
+
+
+def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The API method and params a friendly command stands for."""
+    c = args.command
+    if c in ("status", "health"):
+        return c, {}
+    if c == "write":
+        params: dict[str, Any] = {"text": args.text, "type": args.type}
+        for key in ("outcome", "strategy", "regime", "ref"):
+            if getattr(args, key):
+                params[key] = getattr(args, key)
+        if args.metric:
+            params["metrics"] = _metrics(args.metric)
+        return "episode.write", params
+    if c == "retrieve":
+        params = {"query": args.query, "k": args.k, "mode": args.mode}
+        if args.max_tokens:
+            params["max_tokens"] = args.max_tokens
+        return "retrieve", params
+    if c == "playbook":
+        return "playbook.get", {}
+    if c == "explain":
+        return "entry.explain", {"id": args.id}
+    if c == "curate":
+        return "curator.run", {}
+    if c == "call":
+        params = _json_arg(args.params, "params")
+        if not isinstance(params, dict):
+            raise ValidationError("must be a JSON object", field="params")
+        return args.method, params
+    if c == "kg":
+        return _kg_request(args)
+    raise ValidationError(f"unknown command {c}")
+
+
+def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    k = args.kg_command
+    if k == "invalidate":
+        return "kg.invalidate", {"id": args.id, "at": int(args.at)}
+    subject = {"kind": args.subject_kind, "id": args.subject_id}
+    if k == "assert":
+        try:
+            obj = json.loads(args.object)
+        except json.JSONDecodeError:
+            obj = args.object  # a plain string object
+        return "kg.assert", {"subject": subject, "predicate": args.predicate, "object": obj,
+                             "valid_from": int(args.valid_from)}
+    if k == "at":
+        return "kg.at", {"subject": subject, "block": int(args.block)}
+    if k == "known-at":
+        return "kg.known_at", {"subject": subject, "time": int(args.time)}
+    return "kg.neighbors", {"subject": subject, "block": int(args.block),
+                            "max_hops": args.max_hops}
+
+
+def _render(method: str, result: Any, raw: bool) -> None:
+    if not raw and method == "playbook.get" and isinstance(result, dict):
+        print(result.get("markdown", ""), end="")
+        return
+    _print(result, raw)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from grimoire.daemon import run_daemon
+    from grimoire.logs import configure_logging
+
+    overrides = {"daemon.feed": args.feed, "daemon.scenario": args.scenario,
+                 "daemon.speed": args.speed, "daemon.tick_seconds": args.tick_seconds,
+                 "daemon.max_ticks": args.max_ticks, "log_level": args.log_level}
+    config = _load(args, **overrides)
+    configure_logging(config.log_level)
+    return run_daemon(config)
+
+
+def _playbook_from_disk(config: Config) -> int:
+    path = config.playbook_path
+    if not path.exists():
+        print(f"grimoire: no daemon is running and {path} does not exist yet", file=sys.stderr)
+        return 1
+    print(path.read_text(encoding="utf-8"), end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from grimoire.client import Client
+
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "config":
+            config = _load(args)
+            if args.json:
+                _print({k: v for k, v, _ in config_items(config)}, True)
+            else:
+                for key, value, help_text in config_items(config):
+                    print(f"{key} = {json.dumps(value)}\n    # {help_text}")
+            return 0
+        config = _load(args)
+        method, params = _request(args)
+        if args.command == "playbook" and not Path(config.socket).exists():
+            return _playbook_from_disk(config)
+        with Client(config.socket) as client:
+            result = client.call(method, params)
+        _render(method, result, args.json)
+        return 0
+    except ConfigError as exc:
+        print(f"grimoire: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except GrimoireError as exc:
+        print(f"grimoire: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,48 @@
+"""The running state the facade's parts share: config, clock, embedder, stores, writer.
+
+The ``Grimoire`` facade builds one ``Context`` and hands it to the modules
+that implement each area of the API (ingest, knowledge, retrieval, feedback,
+graph, curator). Those modules take a Context instead of the facade, so the
+dependency arrow stays facade → areas → stores.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grimoire.clock import Clock
+from grimoire.config import Config
+from grimoire.embed import Embedder
+from grimoire.logs import EventLog
+from grimoire.stores.episodes import EpisodeStore
+from grimoire.stores.graph import GraphStore
+from grimoire.stores.semantic import SemanticStore
+from grimoire.writer import Writer
+
+__all__ = ["Context"]
+
+
+@dataclass
+class Context:
+    config: Config
+    clock: Clock
+    embedder: Embedder
+    data_dir: Path
+    episodes: EpisodeStore
+    semantic: SemanticStore
+    graph: GraphStore
+    writer: Writer
+    events: EventLog = field(default_factory=EventLog)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    tick: int = 0
+    # Per-strategy count of episodes written since that strategy was last distilled.
+    since_distill: dict[str, int] = field(default_factory=dict)
+    state_lock: threading.Lock = field(default_factory=threading.Lock)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def now(self) -> int:
+        return int(self.clock())

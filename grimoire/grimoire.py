@@ -1,0 +1,261 @@
+"""The Grimoire facade: owns the stores and is what the server, the CLI and tests call.
+
+One method per API.md method (``episode.write`` → ``episode_write``). Each
+method is thin: it delegates to the module that owns that area (ingest,
+knowledge, retrieval, feedback, graph, causal, curator), passing the shared
+``Context``. Mutations run on the single writer thread; reads run on the
+caller's thread.
+
+Only one process may open a data directory at a time (an ``flock`` on
+``<data_dir>/LOCK``): a second daemon or a CLI that opened the stores
+directly would otherwise be a second writer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import structlog
+
+from grimoire import __version__
+from grimoire.clock import Clock, SystemClock
+from grimoire.config import Config
+from grimoire.context import Context
+from grimoire.embed import Embedder, make_embedder
+from grimoire.errors import GrimoireError, NotAvailableError, StoreError
+from grimoire.logs import EventLog
+from grimoire.stores.episodes import EpisodeStore
+from grimoire.stores.graph import GraphStore
+from grimoire.stores.semantic import SemanticStore
+from grimoire.writer import Writer
+
+__all__ = ["Grimoire"]
+
+log = structlog.get_logger()
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    handle = open(data_dir / "LOCK", "a+", encoding="utf-8")  # noqa: SIM115 - held open
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreError(
+            f"{data_dir} is in use by another Grimoire process (a running daemon?); "
+            "talk to it over its socket (grimoire call …) or stop it first"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+class Grimoire:
+    """The agent's memory. Open with ``Grimoire.open(data_dir)``; use as a context manager."""
+
+    def __init__(self, ctx: Context, lock_handle: IO[str]) -> None:
+        self._ctx = ctx
+        self._lock = lock_handle
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | Path | None = None,
+        config: Config | None = None,
+        clock: Clock | None = None,
+        embedder: Embedder | None = None,
+    ) -> Grimoire:
+        config = config or Config()
+        if data_dir is not None:
+            config = config.replace(data_dir=str(data_dir))
+        root = Path(config.data_dir)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = _lock_data_dir(root)
+        clock = clock or SystemClock()
+        opened: list[Any] = []
+        try:
+            emb = embedder or make_embedder(
+                config.embedding.model, config.embedding.model_dir, config.embedding.dim,
+                config.embedding.threads, config.embedding.batch_size,
+            )
+            episodes = EpisodeStore.open(
+                root / "episodes", model_id=emb.model_id, dim=emb.dim,
+                config=config.episodes, clock=clock,
+            )
+            opened.append(episodes)
+            semantic = SemanticStore.open(
+                root / "semantic.sqlite", model_id=emb.model_id, dim=emb.dim, clock=clock
+            )
+            opened.append(semantic)
+            graph = GraphStore.open(root / "graph.lmdb", clock=clock)
+            opened.append(graph)
+        except BaseException:
+            for store in reversed(opened):
+                store.close()
+            lock.close()
+            raise
+        ctx = Context(
+            config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
+            semantic=semantic, graph=graph, writer=Writer(max_queue=config.daemon.write_queue),
+            events=EventLog(),
+        )
+        ctx.tick = int(semantic.get_meta("tick", 0))
+        log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
+                 episodes=episodes.count(), tick=ctx.tick)
+        return cls(ctx, lock)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        ctx = self._ctx
+        ctx.writer.stop()
+        errors: list[BaseException] = []
+        for store in (ctx.episodes, ctx.semantic, ctx.graph):
+            try:
+                store.close()
+            except GrimoireError as exc:  # keep closing the others; report after
+                errors.append(exc)
+        self._lock.close()
+        log.info("grimoire.close", data_dir=str(ctx.data_dir))
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Grimoire:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def context(self) -> Context:
+        return self._ctx
+
+    @property
+    def events(self) -> EventLog:
+        return self._ctx.events
+
+    # -- health and status ----------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        import time
+
+        return {
+            "ok": True,
+            "version": __version__,
+            "tick": self._ctx.tick,
+            "uptime_s": round(time.monotonic() - self._ctx.started_monotonic, 3),
+        }
+
+    def status(self) -> dict[str, Any]:
+        from grimoire.status import status
+
+        return status(self._ctx)
+
+    # -- episodes -------------------------------------------------------------------------
+
+    def episode_write(self, **params: Any) -> dict[str, Any]:
+        from grimoire.ingest import write_episodes
+
+        return {"id": write_episodes(self._ctx, [params])[0]}
+
+    def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        from grimoire.ingest import write_episodes
+
+        return {"ids": write_episodes(self._ctx, episodes, atomic=True)}
+
+    def episode_get(self, id: str) -> dict[str, Any]:
+        from grimoire.ingest import get_episode
+
+        return get_episode(self._ctx, id)
+
+    # -- entries --------------------------------------------------------------------------
+
+    def entry_add(self, **params: Any) -> dict[str, Any]:
+        from grimoire.knowledge import add_entry
+
+        return add_entry(self._ctx, params)
+
+    def entry_get(self, id: str) -> dict[str, Any]:
+        from grimoire.knowledge import get_entry
+
+        return get_entry(self._ctx, id)
+
+    def entry_list(self, category: str | None = None, status: str | None = None,
+                   strategy: str | None = None, limit: int = 100) -> dict[str, Any]:
+        from grimoire.knowledge import list_entries
+
+        return list_entries(self._ctx, category=category, status=status, strategy=strategy,
+                            limit=limit)
+
+    def entry_explain(self, id: str) -> dict[str, Any]:
+        raise NotAvailableError("entry.explain arrives with the curator cycle")
+
+    # -- retrieval and feedback -----------------------------------------------------------
+
+    def retrieve(self, **params: Any) -> dict[str, Any]:
+        raise NotAvailableError("retrieve arrives with the hybrid retrieval pipeline")
+
+    def outcome_report(self, **params: Any) -> dict[str, Any]:
+        raise NotAvailableError("outcome.report arrives with the hybrid retrieval pipeline")
+
+    # -- knowledge graph ------------------------------------------------------------------
+
+    def kg_assert(self, **params: Any) -> dict[str, Any]:
+        from grimoire.kg import kg_assert
+
+        return kg_assert(self._ctx, params)
+
+    def kg_invalidate(self, id: str, at: int) -> dict[str, Any]:
+        from grimoire.kg import kg_invalidate
+
+        return kg_invalidate(self._ctx, id, at)
+
+    def kg_at(self, subject: Any, block: int) -> dict[str, Any]:
+        from grimoire.kg import kg_at
+
+        return kg_at(self._ctx, subject, block)
+
+    def kg_known_at(self, subject: Any, time: int) -> dict[str, Any]:
+        from grimoire.kg import kg_known_at
+
+        return kg_known_at(self._ctx, subject, time)
+
+    def kg_neighbors(self, subject: Any, block: int, max_hops: int = 3,
+                     direction: str = "out") -> dict[str, Any]:
+        from grimoire.kg import kg_neighbors
+
+        return kg_neighbors(self._ctx, subject, block, max_hops, direction)
+
+    # -- causality ------------------------------------------------------------------------
+
+    def causal_link(self, **params: Any) -> dict[str, Any]:
+        raise NotAvailableError("causal.link arrives with the hybrid retrieval pipeline")
+
+    def causal_chain(self, **params: Any) -> dict[str, Any]:
+        raise NotAvailableError("causal.chain arrives with the hybrid retrieval pipeline")
+
+    # -- curator, playbook, heartbeat -----------------------------------------------------
+
+    def playbook_get(self) -> dict[str, Any]:
+        raise NotAvailableError("playbook.get arrives with the curator cycle")
+
+    def curator_run(self) -> dict[str, Any]:
+        raise NotAvailableError("curator.run arrives with the curator cycle")
+
+    def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
+             ) -> dict[str, Any]:
+        """One heartbeat: write the feed's episodes, distil and curate when due."""
+        from grimoire.heartbeat import run_tick
+
+        return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)

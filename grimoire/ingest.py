@@ -1,0 +1,105 @@
+"""The episode write path: validate, embed, append durably, then run post-write hooks.
+
+Validation happens on the caller's thread so bad input is refused before it
+queues. Embedding and the append run on the writer thread, batched with any
+other writes waiting there (one embedding call, one fsync'd journal commit).
+Post-write hooks (counters for distillation, Reflexion, auto-linking, entity
+mentions) run after the append is durable; a hook failure is logged with the
+episode ids and never un-acknowledges a durable write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import structlog
+
+from grimoire.context import Context
+from grimoire.errors import NotFoundError, ValidationError
+from grimoire.ids import new_id
+from grimoire.records import Episode, episode_from_params
+
+__all__ = ["MAX_BATCH", "POST_WRITE_HOOKS", "get_episode", "validate_episodes", "write_episodes"]
+
+log = structlog.get_logger()
+
+MAX_BATCH = 1_000
+
+PostWriteHook = Callable[[Context, Sequence[Episode], np.ndarray], None]
+
+
+def _count_for_distillation(ctx: Context, episodes: Sequence[Episode], _: np.ndarray) -> None:
+    with ctx.state_lock:
+        for ep in episodes:
+            key = ep.strategy or ""
+            ctx.since_distill[key] = ctx.since_distill.get(key, 0) + 1
+
+
+#: Run in order on the writer thread after each durable append. Areas that react to
+#: new episodes (Reflexion, auto-linking, entity mentions) register here.
+POST_WRITE_HOOKS: list[PostWriteHook] = [_count_for_distillation]
+
+
+def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]]) -> list[Episode]:
+    """Build Episodes from untrusted params; the first bad one raises, naming its index."""
+    if not isinstance(params_list, Sequence) or isinstance(params_list, str | bytes):
+        raise ValidationError("must be a list of episode objects", field="episodes")
+    if not params_list:
+        raise ValidationError("must not be empty", field="episodes")
+    if len(params_list) > MAX_BATCH:
+        raise ValidationError(f"at most {MAX_BATCH} episodes per batch", field="episodes")
+    now = ctx.now()
+    out: list[Episode] = []
+    for index, params in enumerate(params_list):
+        try:
+            out.append(episode_from_params(params, id=new_id(now), now_ms=now))
+        except ValidationError as exc:
+            if len(params_list) == 1:
+                raise
+            where = f"episodes[{index}]" + (f".{exc.field}" if exc.field else "")
+            raise ValidationError(str(exc).split(": ", 1)[-1], field=where) from None
+    return out
+
+
+def _append_batch(ctx: Context, batches: Sequence[list[Episode]]) -> list[list[str]]:
+    """Writer-thread handler: one embedding call and one durable append for every batch."""
+    flat = [ep for batch in batches for ep in batch]
+    vectors = ctx.embedder.embed([ep.text for ep in flat])
+    ctx.episodes.append(flat, vectors)
+    ctx.events.emit("GrimoireWrite", ctx.now(), kind="episode", count=len(flat))
+    for hook in POST_WRITE_HOOKS:
+        try:
+            hook(ctx, flat, vectors)
+        except Exception as exc:
+            # The episodes are already durable: failing the call would make the client
+            # retry and store them twice. The failure is logged loudly with the ids instead.
+            log.exception("ingest.hook.failed", hook=hook.__name__, error=str(exc),
+                          ids=[ep.id for ep in flat][:20])
+    return [[ep.id for ep in batch] for batch in batches]
+
+
+def write_episodes(
+    ctx: Context, params_list: Sequence[Mapping[str, Any]], *, atomic: bool = False
+) -> list[str]:
+    """Validate and store episodes; returns their ids once they are durable.
+
+    A batch is all or nothing: it is validated completely before anything is
+    written, and appended in one journal transaction.
+    """
+    del atomic  # every call is atomic: one validated list, one durable append
+    episodes = validate_episodes(ctx, params_list)
+    ids: list[str] = ctx.writer.call_batched(
+        "episodes", episodes, lambda batches: _append_batch(ctx, batches)
+    )
+    return ids
+
+
+def get_episode(ctx: Context, id: str) -> dict[str, Any]:
+    if not isinstance(id, str) or not id:
+        raise ValidationError("must be a non-empty string", field="id")
+    episode = ctx.episodes.get(id)
+    if episode is None:
+        raise NotFoundError(f"no episode with id {id}")
+    return episode.to_dict()

@@ -1,0 +1,79 @@
+"""The knowledge-graph methods of the API (``kg.*``): validate params, call the graph store.
+
+Objects may be given in the store's tagged form (``{"kind": "number",
+"value": 3}``, a bare entity ``{"kind": "pool", "id": "0x…"}``) or, for
+convenience, as a plain JSON string, number or boolean. Writes run on the
+single writer thread; queries run on the caller's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from grimoire.context import Context
+from grimoire.errors import ValidationError
+from grimoire.records.graph import (
+    Fact,
+    ObjectValue,
+    parse_block,
+    parse_direction,
+    parse_entity_ref,
+    parse_hops,
+    parse_time,
+    parse_triple_id,
+)
+
+__all__ = ["kg_assert", "kg_at", "kg_invalidate", "kg_known_at", "kg_neighbors"]
+
+
+def _plain_object(value: object) -> object:
+    if isinstance(value, bool):
+        return ObjectValue.boolean(value)
+    if isinstance(value, int | float):
+        return ObjectValue.number(float(value))
+    if isinstance(value, str):
+        return ObjectValue.string(value)
+    return value
+
+
+def kg_assert(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(params, Mapping):
+        raise ValidationError("params must be an object", field="params")
+    data = dict(params)
+    if "object" in data:
+        data["object"] = _plain_object(data["object"])
+    fact = Fact.from_dict(data)
+    result = ctx.writer.call(lambda: ctx.graph.assert_many([fact])[0])
+    ctx.events.emit("GrimoireWrite", ctx.now(), kind="triple", count=1,
+                    closed=len(result.closed), reinforced=result.reinforced)
+    return result.to_dict()
+
+
+def kg_invalidate(ctx: Context, id: Any, at: Any) -> dict[str, Any]:
+    triple_id = parse_triple_id(id, "id")
+    block = parse_block(at, "at")
+    triple = ctx.writer.call(lambda: ctx.graph.invalidate(triple_id, block))
+    return {"triple": triple.to_dict()}
+
+
+def kg_at(ctx: Context, subject: Any, block: Any) -> dict[str, Any]:
+    ref = parse_entity_ref(subject, "subject")
+    triples = ctx.graph.query_at(ref, parse_block(block, "block"))
+    return {"triples": [t.to_dict() for t in triples]}
+
+
+def kg_known_at(ctx: Context, subject: Any, time: Any) -> dict[str, Any]:
+    ref = parse_entity_ref(subject, "subject")
+    triples = ctx.graph.query_as_known_at(ref, parse_time(time, "time"))
+    return {"triples": [t.to_dict() for t in triples]}
+
+
+def kg_neighbors(ctx: Context, subject: Any, block: Any, max_hops: Any = 3,
+                 direction: Any = "out") -> dict[str, Any]:
+    ref = parse_entity_ref(subject, "subject")
+    neighbors = ctx.graph.k_hop_neighbors(
+        ref, parse_hops(max_hops, "max_hops"), parse_block(block, "block"),
+        direction=parse_direction(direction, "direction"),
+    )
+    return {"neighbors": [n.to_dict() for n in neighbors]}
