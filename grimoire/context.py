@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
 from grimoire.writer import Writer
 
-__all__ = ["Context"]
+__all__ = ["Context", "CuratorHook", "DistillHook", "PostWriteHook"]
+
+#: After each durable episode append, on the writer thread: (ctx, episodes, vectors).
+PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
+#: Distil one strategy ("" = global → None): (ctx, strategy, now) -> summary.
+DistillHook = Callable[["Context", "str | None", int], Mapping[str, Any]]
+#: One curator cycle: (ctx, now) -> summary.
+CuratorHook = Callable[["Context", int], Mapping[str, Any]]
 
 
 @dataclass
@@ -43,6 +51,10 @@ class Context:
     since_distill: dict[str, int] = field(default_factory=dict)
     state_lock: threading.Lock = field(default_factory=threading.Lock)
     extras: dict[str, Any] = field(default_factory=dict)
+    # Wired by the facade at open; the heartbeat and the write path call them.
+    post_write_hooks: list[PostWriteHook] = field(default_factory=list)
+    distill_hook: DistillHook | None = None
+    curator_hook: CuratorHook | None = None
 
     def now(self) -> int:
         return int(self.clock())

@@ -56,6 +56,13 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return handle
 
 
+def _wire(ctx: Context) -> None:
+    """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
+    from grimoire.ingest import count_for_distillation
+
+    ctx.post_write_hooks.append(count_for_distillation)
+
+
 class Grimoire:
     """The agent's memory. Open with ``Grimoire.open(data_dir)``; use as a context manager."""
 
@@ -109,6 +116,7 @@ class Grimoire:
             events=EventLog(),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
+        _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
         return cls(ctx, lock)

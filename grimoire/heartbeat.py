@@ -4,14 +4,14 @@
 ``now`` explicitly, so tests drive ticks one at a time without sleeping (the
 daemon's loop in ``daemon.py`` only decides *when* to call it). The schedule:
 distillation for a strategy after ``distiller.every_episodes`` new episodes
-in it, the curator every ``curator.every_ticks`` ticks. Both are hooks that
-the learning and curator areas register; an unregistered hook is reported as
-such in the tick's summary, never faked.
+in it, the curator every ``curator.every_ticks`` ticks. Both are hooks on the
+Context that the facade wires at open; an unwired hook is reported as such in
+the tick's summary, never faked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -19,14 +19,9 @@ import structlog
 from grimoire.context import Context
 from grimoire.ingest import write_episodes
 
-__all__ = ["CURATOR_HOOK", "DISTILL_HOOK", "due_strategies", "run_tick"]
+__all__ = ["due_strategies", "run_tick"]
 
 log = structlog.get_logger()
-
-#: distill(ctx, strategy_or_None, now) -> summary; registered by the learning area.
-DISTILL_HOOK: list[Callable[[Context, str | None, int], Mapping[str, Any]]] = []
-#: curate(ctx, now) -> cycle summary; registered by the curator area.
-CURATOR_HOOK: list[Callable[[Context, int], Mapping[str, Any]]] = []
 
 
 def due_strategies(ctx: Context) -> list[str]:
@@ -57,17 +52,17 @@ def run_tick(
 
     distilled: list[dict[str, Any]] = []
     for key in due_strategies(ctx):
-        if not DISTILL_HOOK:
-            distilled.append({"strategy": key or None, "skipped": "no distiller registered"})
+        if ctx.distill_hook is None:
+            distilled.append({"strategy": key or None, "skipped": "no distiller wired"})
             continue
-        distilled.append({"strategy": key or None, **DISTILL_HOOK[0](ctx, key or None, now)})
+        distilled.append({"strategy": key or None, **ctx.distill_hook(ctx, key or None, now)})
     if distilled:
         summary["distilled"] = distilled
 
     if tick % ctx.config.curator.every_ticks == 0:
-        if CURATOR_HOOK:
-            summary["curator"] = dict(CURATOR_HOOK[0](ctx, now))
+        if ctx.curator_hook is not None:
+            summary["curator"] = dict(ctx.curator_hook(ctx, now))
         else:
-            summary["curator"] = {"skipped": "no curator registered"}
+            summary["curator"] = {"skipped": "no curator wired"}
     log.debug("heartbeat.tick", **{k: v for k, v in summary.items() if k != "distilled"})
     return summary

@@ -10,7 +10,7 @@ episode ids and never un-acknowledges a durable write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,25 +21,19 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
 from grimoire.records import Episode, episode_from_params
 
-__all__ = ["MAX_BATCH", "POST_WRITE_HOOKS", "get_episode", "validate_episodes", "write_episodes"]
+__all__ = ["MAX_BATCH", "count_for_distillation", "get_episode", "validate_episodes",
+           "write_episodes"]
 
 log = structlog.get_logger()
 
 MAX_BATCH = 1_000
 
-PostWriteHook = Callable[[Context, Sequence[Episode], np.ndarray], None]
-
-
-def _count_for_distillation(ctx: Context, episodes: Sequence[Episode], _: np.ndarray) -> None:
+def count_for_distillation(ctx: Context, episodes: Sequence[Episode], _: np.ndarray) -> None:
+    """Post-write hook: count new episodes per strategy for the distillation schedule."""
     with ctx.state_lock:
         for ep in episodes:
             key = ep.strategy or ""
             ctx.since_distill[key] = ctx.since_distill.get(key, 0) + 1
-
-
-#: Run in order on the writer thread after each durable append. Areas that react to
-#: new episodes (Reflexion, auto-linking, entity mentions) register here.
-POST_WRITE_HOOKS: list[PostWriteHook] = [_count_for_distillation]
 
 
 def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]]) -> list[Episode]:
@@ -69,7 +63,7 @@ def _append_batch(ctx: Context, batches: Sequence[list[Episode]]) -> list[list[s
     vectors = ctx.embedder.embed([ep.text for ep in flat])
     ctx.episodes.append(flat, vectors)
     ctx.events.emit("GrimoireWrite", ctx.now(), kind="episode", count=len(flat))
-    for hook in POST_WRITE_HOOKS:
+    for hook in ctx.post_write_hooks:
         try:
             hook(ctx, flat, vectors)
         except Exception as exc:
