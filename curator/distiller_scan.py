@@ -1,0 +1,290 @@
+"""Enumerate the distiller's hypotheses (condition × target) and test each one.
+
+Owns: which conditions are tried against which targets, and each
+hypothesis's statistics: for a metric level, Welch's t test and the
+Mann–Whitney rank test of the episodes under the condition against the rest
+(two-sided, the larger p-value of the two); for an outcome rate,
+Fisher's exact test (hypergeometric, one-sided) of the condition's action
+episodes against all action episodes. Every hypothesis with enough support is
+returned, tested or not, because the family-wise correction must count it.
+Must not: correct for multiplicity, choose among findings or build claims
+(``distiller_select`` and ``distiller`` do).
+
+Two shortcuts never change which hypotheses can be rejected: a hypothesis
+whose effect is below the configured minimum cannot become a finding, and one
+whose normal-approximation p-value already exceeds alpha has an exact
+p-value above alpha too (Student's t is less peaked than the normal). Both get
+log p = 0 instead of an exact tail, which only ever makes Holm stricter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from curator import stats
+from curator.distiller_features import (
+    ATTRIBUTES,
+    Mask,
+    Table,
+    band_mask,
+    hour_window_mask,
+)
+from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
+from grimoire.config import DistillerConfig
+
+__all__ = ["Hypothesis", "scan"]
+
+METRIC_TEST = "welch_t+mann_whitney"
+RATE_TEST = "fisher_exact"
+
+
+@dataclass(slots=True)
+class Hypothesis:
+    condition: dict[str, Any]
+    target: str  # metric:<name> | outcome:negative_rate | outcome:positive_rate
+    direction: str  # higher | lower
+    cell: Mask  # the rows under the condition that carry the target (the support)
+    support: int
+    effect: float  # metric mean or outcome rate under the condition
+    baseline: float  # metric mean or outcome rate over every row carrying the target
+    n_base: int
+    log_p: float
+    log_min_p: float  # smallest attainable log p (-inf for a continuous test)
+    passes_effect: bool
+    hits: int | None = None  # rates: episodes with the outcome under the condition
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
+    return [*_scan_metrics(table, cfg), *_scan_rates(table, cfg)]
+
+
+# ----------------------------------------------------------------- conditions
+
+
+def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any], Mask]]:
+    for width in sorted({int(w) for w in cfg.hour_windows if 1 <= int(w) < 24}):
+        for start in range(24):
+            cond = {"hour_window": [start, (start + width) % 24]}
+            yield cond, hour_window_mask(table.hours, start, width)
+
+
+def _bands(table: Table, skip: str | None) -> Iterator[tuple[dict[str, Any], Mask]]:
+    for metric in table.bands:
+        if metric == skip:
+            continue  # a metric's own third says nothing about the metric
+        for part in ("lower", "upper"):
+            mask = band_mask(table, metric, part)
+            if mask is not None:
+                yield {"metric_band": [metric, part]}, mask
+
+
+def _attr_values(table: Table, name: str, within: Mask) -> list[str]:
+    column = table.attrs[name][within]
+    return sorted({v for v in column if v is not None})
+
+
+def _unique(
+    items: Iterator[tuple[dict[str, Any], Mask]], within: Mask, min_support: int
+) -> list[tuple[dict[str, Any], Mask]]:
+    """Conditions with support and a non-empty complement, one per distinct row set.
+
+    Two conditions selecting the same rows are one hypothesis, not two (the
+    first, simplest description is kept); counting both would only dilute alpha.
+    """
+    total = int(within.sum())
+    seen: set[bytes] = set()
+    out: list[tuple[dict[str, Any], Mask]] = []
+    for cond, mask in items:
+        cell = mask & within
+        n = int(cell.sum())
+        if n < min_support or total - n < 2:
+            continue
+        key = np.packbits(cell).tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((cond, cell))
+    return out
+
+
+def _metric_conditions(
+    table: Table, metric: str, present: Mask, cfg: DistillerConfig
+) -> list[tuple[dict[str, Any], Mask]]:
+    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+        for name in ATTRIBUTES:
+            for value in _attr_values(table, name, present):
+                yield {name: value}, table.attrs[name] == value
+        for action, mask in table.action_masks.items():
+            yield {"action": action}, mask
+        yield from _windows(table, cfg)
+        yield from _bands(table, skip=metric)
+
+    return _unique(items(), present, cfg.min_support)
+
+
+def _rate_conditions(
+    table: Table, action: str, cfg: DistillerConfig
+) -> list[tuple[dict[str, Any], Mask]]:
+    base = table.action_masks[action] & table.rated
+
+    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+        yield {"action": action}, base
+        for name in ATTRIBUTES:
+            for value in _attr_values(table, name, base):
+                if name == "tool" and value == action:
+                    continue
+                yield {"action": action, name: value}, base & (table.attrs[name] == value)
+        for regime in _attr_values(table, "regime", base):
+            in_regime = base & (table.attrs["regime"] == regime)
+            for pair in _attr_values(table, "token_pair", in_regime):
+                yield ({"action": action, "regime": regime, "token_pair": pair},
+                       in_regime & (table.attrs["token_pair"] == pair))
+        for cond, mask in _windows(table, cfg):
+            yield {"action": action, **cond}, base & mask
+        for cond, mask in _bands(table, skip=None):
+            yield {"action": action, **cond}, base & mask
+
+    return _unique(items(), table.rated, cfg.min_support)
+
+
+# ---------------------------------------------------------------- metric levels
+
+
+def _ranks(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+    """Mid-ranks (1-based, ties averaged) and the tie term Σ(t³ - t)."""
+    order = np.argsort(values, kind="stable")
+    _, first, counts = np.unique(values[order], return_index=True, return_counts=True)
+    mid = first + (counts + 1) / 2.0
+    ranks = np.empty(values.size)
+    ranks[order] = np.repeat(mid, counts)
+    c = counts.astype(np.float64)
+    return ranks, float((c * c * c - c).sum())
+
+
+def _scan_metrics(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
+    out: list[Hypothesis] = []
+    for metric, values in table.metrics.items():
+        present = ~np.isnan(values)
+        total = int(present.sum())
+        if total < 2 * cfg.min_support:
+            continue
+        overall = float(values[present].mean())
+        centred = np.where(present, values - overall, 0.0)  # centring keeps sums of squares exact
+        conds = _metric_conditions(table, metric, present, cfg)
+        if not conds:
+            continue
+        ranks = np.zeros(values.size)
+        ranks[present], tie_term = _ranks(values[present])
+        matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+        counts = matrix.sum(axis=1)
+        sums = matrix @ centred
+        sq_sums = matrix @ (centred * centred)
+        rank_sums = matrix @ ranks
+        group = _Group(total, float(centred.sum()), float((centred * centred).sum()),
+                       overall, tie_term)
+        for i, (cond, cell) in enumerate(conds):
+            hyp = _metric_hypothesis(
+                metric, cond, cell, int(counts[i]), float(sums[i]), float(sq_sums[i]),
+                float(rank_sums[i]), group, cfg,
+            )
+            if hyp is not None:
+                out.append(hyp)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One metric over every row that carries it (centred sums, for the complement)."""
+
+    total: int
+    sum: float
+    sq_sum: float
+    mean: float
+    tie_term: float
+
+
+def _metric_hypothesis(
+    metric: str, cond: dict[str, Any], cell: Mask, n1: int, s1: float, q1: float,
+    rank_sum: float, group: _Group, cfg: DistillerConfig,
+) -> Hypothesis | None:
+    n2 = group.total - n1
+    s2, q2 = group.sum - s1, group.sq_sum - q1
+    mean1, mean2 = s1 / n1, s2 / n2
+    var1 = max(0.0, (q1 - s1 * mean1) / (n1 - 1))
+    var2 = max(0.0, (q2 - s2 * mean2) / (n2 - 1))
+    t, df = stats.welch_t(mean1, var1, n1, mean2, var2, n2)
+    if math.isnan(t):
+        return None  # both groups constant: nothing to test
+    z = stats.mann_whitney_z(rank_sum, n1, n2, group.tie_term)
+    overall = group.mean
+    effect = overall + mean1
+    gap = effect - overall
+    relative = abs(gap) / abs(overall) if overall else math.inf
+    passes = relative >= cfg.min_effect and gap != 0.0
+    log_two = math.log(2.0)
+    log_p = 0.0
+    # The mean must differ (Welch) and the ranks too (Mann–Whitney): skewed
+    # metrics (gas, volumes) make Welch alone anticonservative in small cells,
+    # while the rank test is exact under "no association" whatever the shape.
+    # The larger p-value of the two is valid because each one is.
+    if passes and t * z > 0:
+        log_p_rank = log_two + stats.normal_logsf(abs(z))
+        if (log_p_rank <= math.log(cfg.alpha)
+                and log_two + stats.normal_logsf(abs(t)) <= math.log(cfg.alpha)):
+            log_p_mean = log_two + stats.t_logsf(abs(t), df)
+            log_p = min(0.0, max(log_p_mean, log_p_rank))
+    return Hypothesis(
+        condition=cond, target=f"metric:{metric}",
+        direction="lower" if gap < 0 else "higher", cell=cell, support=n1,
+        effect=effect, baseline=overall, n_base=group.total, log_p=log_p,
+        log_min_p=-math.inf, passes_effect=passes,
+        detail={"test": METRIC_TEST, "statistic": t, "df": df, "rank_z": z,
+                "relative_effect": relative, "rest_mean": overall + mean2},
+    )
+
+
+# ---------------------------------------------------------------- outcome rates
+
+
+def _scan_rates(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
+    rated = table.rated
+    total = int(rated.sum())
+    if total < 2 * cfg.min_support:
+        return []
+    targets: list[tuple[str, npt.NDArray[np.float64], int]] = []
+    for target, hits in ((NEGATIVE_RATE, table.negative), (POSITIVE_RATE, table.positive)):
+        good = int((hits & rated).sum())
+        if 0 < good < total:  # an outcome that never (or always) happens has no rate to test
+            targets.append((target, (hits & rated).astype(np.float64), good))
+    if not targets:
+        return []
+    out: list[Hypothesis] = []
+    for action in table.action_masks:
+        conds = _rate_conditions(table, action, cfg)
+        if not conds:
+            continue
+        matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+        counts = matrix.sum(axis=1)
+        for target, hits_col, good in targets:
+            hit_counts = matrix @ hits_col
+            base = good / total
+            for i, (cond, cell) in enumerate(conds):
+                n, k = int(counts[i]), round(float(hit_counts[i]))
+                rate = k / n
+                passes = rate - base >= cfg.min_rate_gap
+                log_p = stats.hypergeom_logsf(k, total, good, n) if passes else 0.0
+                out.append(Hypothesis(
+                    condition=cond, target=target, direction="higher", cell=cell,
+                    support=n, effect=rate, baseline=base, n_base=total, log_p=log_p,
+                    log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
+                    passes_effect=passes, hits=k,
+                    detail={"test": RATE_TEST, "base_hits": good},
+                ))
+    return out
