@@ -32,6 +32,7 @@ __all__ = [
     "build_table",
     "condition_mask",
     "hour_window_mask",
+    "rate_population",
     "window_width",
 ]
 
@@ -178,3 +179,19 @@ def _item_mask(table: Table, key: str, value: Any) -> Mask | None:
             return None
         return band_mask(table, str(value[0]), str(value[1]))
     return None
+
+
+def rate_population(table: Table, condition: Mapping[str, Any]) -> Mask:
+    """What an outcome rate under ``condition`` is compared with.
+
+    An action alone is compared with every rated action episode; a condition
+    on an action (a regime, a window, a pair) with that action's own episodes.
+    """
+    action = condition.get("action")
+    if isinstance(action, str) and len(condition) > 1:
+        own = table.action_masks.get(action)
+        if own is None:
+            return np.zeros(table.size, dtype=bool)
+        population: Mask = own & table.rated
+        return population
+    return table.rated

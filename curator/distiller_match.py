@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from curator import stats
-from curator.distiller_features import Mask, Table, condition_mask, window_width
+from curator.distiller_features import (
+    Mask,
+    Table,
+    condition_mask,
+    rate_population,
+    window_width,
+)
 from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.records import Claim
@@ -176,13 +182,14 @@ def _rate_against(
 ) -> tuple[Against, float] | None:
     claim = ex.claim
     hits_col = table.negative if claim.target == NEGATIVE_RATE else table.positive
-    total = int(table.rated.sum())
-    cell = mask & table.rated
+    population = rate_population(table, claim.condition)
+    total = int(population.sum())
+    cell = mask & population
     n = int(cell.sum())
     if n < cfg.min_support or total == 0:
         return None
     k = int((cell & hits_col).sum())
-    base = int((table.rated & hits_col).sum()) / total
+    base = int((population & hits_col).sum()) / total
     least = max(cfg.min_rate_gap, abs(claim.effect - claim.baseline) / 2.0)
     if claim.direction == "higher":
         r0 = min(1.0, base + least)

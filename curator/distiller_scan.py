@@ -4,8 +4,9 @@ Owns: which conditions are tried against which targets, and each
 hypothesis's statistics: for a metric level, Welch's t test and the
 Mann–Whitney rank test of the episodes under the condition against the rest
 (two-sided, the larger p-value of the two); for an outcome rate,
-Fisher's exact test (hypergeometric, one-sided) of the condition's action
-episodes against all action episodes. Every hypothesis with enough support is
+Fisher's exact test (hypergeometric, one-sided) of an action's episodes
+against all action episodes, and of a condition on an action against that
+action's other episodes. Every hypothesis with enough support is
 returned, tested or not, because the family-wise correction must count it.
 Must not: correct for multiplicity, choose among findings or build claims
 (``distiller_select`` and ``distiller`` do).
@@ -38,7 +39,7 @@ from curator.distiller_features import (
 from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
 from grimoire.config import DistillerConfig
 
-__all__ = ["Hypothesis", "scan"]
+__all__ = ["Hypothesis", "ranks_with_ties", "scan"]
 
 METRIC_TEST = "welch_t+mann_whitney"
 RATE_TEST = "fisher_exact"
@@ -50,6 +51,7 @@ class Hypothesis:
     target: str  # metric:<name> | outcome:negative_rate | outcome:positive_rate
     direction: str  # higher | lower
     cell: Mask  # the rows under the condition that carry the target (the support)
+    population: Mask  # the rows the condition is compared within (cell ⊂ population)
     support: int
     effect: float  # metric mean or outcome rate under the condition
     baseline: float  # metric mean or outcome rate over every row carrying the target
@@ -58,11 +60,37 @@ class Hypothesis:
     log_min_p: float  # smallest attainable log p (-inf for a continuous test)
     passes_effect: bool
     hits: int | None = None  # rates: episodes with the outcome under the condition
+    weight: float = 1.0  # share of alpha, relative to an ordinary hypothesis
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+Windows = list[tuple[dict[str, Any], Mask]]
+
+
 def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
-    return [*_scan_metrics(table, cfg), *_scan_rates(table, cfg)]
+    windows: Windows = list(_windows(table, cfg))
+    hyps = [*_scan_metrics(table, windows, cfg), *_scan_rates(table, windows, cfg)]
+    _weigh_window_scans(hyps, cfg.window_scan_weight)
+    return hyps
+
+
+def _weigh_window_scans(hyps: list[Hypothesis], scan_weight: float) -> None:
+    """Each hour-of-day scan (all widths × starts of one metric, or of one action's rate)
+    shares ``scan_weight`` ordinary hypotheses' worth of alpha.
+
+    Its windows overlap heavily and ask one question, "does the time of day
+    matter here?"; weighing each as a separate question would let the scans,
+    more than half of all hypotheses, set the bar for every regime or pair.
+    """
+    scans: dict[tuple[str, str], list[Hypothesis]] = {}
+    for h in hyps:
+        if "hour_window" in h.condition:
+            rest = {k: v for k, v in h.condition.items() if k != "hour_window"}
+            scans.setdefault((h.target, repr(sorted(rest.items()))), []).append(h)
+    for members in scans.values():
+        weight = min(1.0, scan_weight / len(members))
+        for h in members:
+            h.weight = weight
 
 
 # ----------------------------------------------------------------- conditions
@@ -115,7 +143,7 @@ def _unique(
 
 
 def _metric_conditions(
-    table: Table, metric: str, present: Mask, cfg: DistillerConfig
+    table: Table, metric: str, present: Mask, windows: Windows, cfg: DistillerConfig
 ) -> list[tuple[dict[str, Any], Mask]]:
     def items() -> Iterator[tuple[dict[str, Any], Mask]]:
         for name in ATTRIBUTES:
@@ -123,41 +151,40 @@ def _metric_conditions(
                 yield {name: value}, table.attrs[name] == value
         for action, mask in table.action_masks.items():
             yield {"action": action}, mask
-        yield from _windows(table, cfg)
+        yield from windows
         yield from _bands(table, skip=metric)
 
     return _unique(items(), present, cfg.min_support)
 
 
 def _rate_conditions(
-    table: Table, action: str, cfg: DistillerConfig
+    table: Table, action: str, own: Mask, windows: Windows, cfg: DistillerConfig
 ) -> list[tuple[dict[str, Any], Mask]]:
-    base = table.action_masks[action] & table.rated
+    """Conditions within one action's rated episodes (compared with that action's own rate)."""
 
     def items() -> Iterator[tuple[dict[str, Any], Mask]]:
-        yield {"action": action}, base
         for name in ATTRIBUTES:
-            for value in _attr_values(table, name, base):
+            for value in _attr_values(table, name, own):
                 if name == "tool" and value == action:
                     continue
-                yield {"action": action, name: value}, base & (table.attrs[name] == value)
-        for regime in _attr_values(table, "regime", base):
-            in_regime = base & (table.attrs["regime"] == regime)
+                yield {"action": action, name: value}, own & (table.attrs[name] == value)
+        for regime in _attr_values(table, "regime", own):
+            in_regime = own & (table.attrs["regime"] == regime)
             for pair in _attr_values(table, "token_pair", in_regime):
                 yield ({"action": action, "regime": regime, "token_pair": pair},
                        in_regime & (table.attrs["token_pair"] == pair))
-        for cond, mask in _windows(table, cfg):
-            yield {"action": action, **cond}, base & mask
+        for cond, mask in windows:
+            yield {"action": action, **cond}, own & mask
         for cond, mask in _bands(table, skip=None):
-            yield {"action": action, **cond}, base & mask
+            yield {"action": action, **cond}, own & mask
 
-    return _unique(items(), table.rated, cfg.min_support)
+    return _unique(items(), own, cfg.min_support)
 
 
 # ---------------------------------------------------------------- metric levels
 
 
-def _ranks(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+def ranks_with_ties(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
     """Mid-ranks (1-based, ties averaged) and the tie term Σ(t³ - t)."""
     order = np.argsort(values, kind="stable")
     _, first, counts = np.unique(values[order], return_index=True, return_counts=True)
@@ -168,7 +195,7 @@ def _ranks(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], fl
     return ranks, float((c * c * c - c).sum())
 
 
-def _scan_metrics(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
+def _scan_metrics(table: Table, windows: Windows, cfg: DistillerConfig) -> list[Hypothesis]:
     out: list[Hypothesis] = []
     for metric, values in table.metrics.items():
         present = ~np.isnan(values)
@@ -177,11 +204,11 @@ def _scan_metrics(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
             continue
         overall = float(values[present].mean())
         centred = np.where(present, values - overall, 0.0)  # centring keeps sums of squares exact
-        conds = _metric_conditions(table, metric, present, cfg)
+        conds = _metric_conditions(table, metric, present, windows, cfg)
         if not conds:
             continue
         ranks = np.zeros(values.size)
-        ranks[present], tie_term = _ranks(values[present])
+        ranks[present], tie_term = ranks_with_ties(values[present])
         matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
         counts = matrix.sum(axis=1)
         sums = matrix @ centred
@@ -192,7 +219,7 @@ def _scan_metrics(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
         for i, (cond, cell) in enumerate(conds):
             hyp = _metric_hypothesis(
                 metric, cond, cell, int(counts[i]), float(sums[i]), float(sq_sums[i]),
-                float(rank_sums[i]), group, cfg,
+                float(rank_sums[i]), group, present, cfg,
             )
             if hyp is not None:
                 out.append(hyp)
@@ -212,7 +239,7 @@ class _Group:
 
 def _metric_hypothesis(
     metric: str, cond: dict[str, Any], cell: Mask, n1: int, s1: float, q1: float,
-    rank_sum: float, group: _Group, cfg: DistillerConfig,
+    rank_sum: float, group: _Group, present: Mask, cfg: DistillerConfig,
 ) -> Hypothesis | None:
     n2 = group.total - n1
     s2, q2 = group.sum - s1, group.sq_sum - q1
@@ -242,7 +269,8 @@ def _metric_hypothesis(
             log_p = min(0.0, max(log_p_mean, log_p_rank))
     return Hypothesis(
         condition=cond, target=f"metric:{metric}",
-        direction="lower" if gap < 0 else "higher", cell=cell, support=n1,
+        direction="lower" if gap < 0 else "higher", cell=cell, population=present,
+        support=n1,
         effect=effect, baseline=overall, n_base=group.total, log_p=log_p,
         log_min_p=-math.inf, passes_effect=passes,
         detail={"test": METRIC_TEST, "statistic": t, "df": df, "rank_z": z,
@@ -253,38 +281,52 @@ def _metric_hypothesis(
 # ---------------------------------------------------------------- outcome rates
 
 
-def _scan_rates(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
-    rated = table.rated
-    total = int(rated.sum())
-    if total < 2 * cfg.min_support:
-        return []
-    targets: list[tuple[str, npt.NDArray[np.float64], int]] = []
-    for target, hits in ((NEGATIVE_RATE, table.negative), (POSITIVE_RATE, table.positive)):
-        good = int((hits & rated).sum())
-        if 0 < good < total:  # an outcome that never (or always) happens has no rate to test
-            targets.append((target, (hits & rated).astype(np.float64), good))
-    if not targets:
-        return []
+def _scan_rates(table: Table, windows: Windows, cfg: DistillerConfig) -> list[Hypothesis]:
+    """An action against every action; a condition on an action against that action's own rate.
+
+    Comparing "swap at 20:00–00:00" with all actions would credit the window
+    with whatever makes swaps differ from rebalances; the null that matters is
+    "the time of day does not change how swaps go".
+    """
     out: list[Hypothesis] = []
-    for action in table.action_masks:
-        conds = _rate_conditions(table, action, cfg)
-        if not conds:
-            continue
-        matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
-        counts = matrix.sum(axis=1)
-        for target, hits_col, good in targets:
-            hit_counts = matrix @ hits_col
-            base = good / total
-            for i, (cond, cell) in enumerate(conds):
-                n, k = int(counts[i]), round(float(hit_counts[i]))
-                rate = k / n
-                passes = rate - base >= cfg.min_rate_gap
-                log_p = stats.hypergeom_logsf(k, total, good, n) if passes else 0.0
-                out.append(Hypothesis(
-                    condition=cond, target=target, direction="higher", cell=cell,
-                    support=n, effect=rate, baseline=base, n_base=total, log_p=log_p,
-                    log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
-                    passes_effect=passes, hits=k,
-                    detail={"test": RATE_TEST, "base_hits": good},
-                ))
+    if int(table.rated.sum()) < 2 * cfg.min_support:
+        return out
+    for action, mask in table.action_masks.items():
+        own = mask & table.rated
+        top = _unique(iter([({"action": action}, own)]), table.rated, cfg.min_support)
+        out.extend(_rate_family(table, top, table.rated, cfg))
+        if int(own.sum()) >= 2 * cfg.min_support:
+            conds = _rate_conditions(table, action, own, windows, cfg)
+            out.extend(_rate_family(table, conds, own, cfg))
+    return out
+
+
+def _rate_family(
+    table: Table, conds: list[tuple[dict[str, Any], Mask]], population: Mask,
+    cfg: DistillerConfig,
+) -> list[Hypothesis]:
+    if not conds:
+        return []
+    total = int(population.sum())
+    matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+    counts = matrix.sum(axis=1)
+    out: list[Hypothesis] = []
+    for target, hits in ((NEGATIVE_RATE, table.negative), (POSITIVE_RATE, table.positive)):
+        in_pop = hits & population
+        good = int(in_pop.sum())
+        if not 0 < good < total:
+            continue  # an outcome that never (or always) happens here has no rate to test
+        hit_counts = matrix @ in_pop.astype(np.float64)
+        base = good / total
+        for i, (cond, cell) in enumerate(conds):
+            n, k = int(counts[i]), round(float(hit_counts[i]))
+            rate = k / n
+            passes = rate - base >= cfg.min_rate_gap
+            log_p = stats.hypergeom_logsf(k, total, good, n) if passes else 0.0
+            out.append(Hypothesis(
+                condition=cond, target=target, direction="higher", cell=cell,
+                population=population, support=n, effect=rate, baseline=base, n_base=total,
+                log_p=log_p, log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
+                passes_effect=passes, hits=k, detail={"test": RATE_TEST, "base_hits": good},
+            ))
     return out

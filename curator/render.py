@@ -139,8 +139,11 @@ def _metric_core(claim: Claim, evidence: Mapping[str, Any]) -> str:
 def _rate_numbers(claim: Claim, evidence: Mapping[str, Any], word: str) -> str:
     hits = evidence.get("hits")
     count = int(hits) if isinstance(hits, int | float) else round(claim.effect * claim.support)
+    action = claim.condition.get("action")
+    # a condition on an action is measured against that action's own rate
+    versus = f"for {action} overall" if action and len(claim.condition) > 1 else "overall"
     return (f"{count} of {claim.support} were {word} "
-            f"({_percent(claim.effect)} vs {_percent(claim.baseline)} overall)")
+            f"({_percent(claim.effect)} vs {_percent(claim.baseline)} {versus})")
 
 
 def render_claim(claim: Claim, evidence: Mapping[str, Any] | None = None) -> str:

@@ -31,6 +31,8 @@ __all__ = [
     "one_sample_t",
     "t_logsf",
     "tarone_threshold",
+    "testable_weighted",
+    "weighted_holm",
     "welch_t",
 ]
 
@@ -364,3 +366,53 @@ def _count_le(ordered: Sequence[float], value: float) -> int:
         else:
             hi = mid
     return lo
+
+
+def weighted_holm(log_ps: Sequence[float], weights: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's weighted step-down (Holm 1979): family-wise ``alpha`` for any fixed weights > 0.
+
+    Hypotheses are taken in order of p / w; the next one is rejected while
+    p_i <= alpha * w_i / (total weight of those not yet rejected). Equal
+    weights give the ordinary Holm procedure.
+    """
+    if len(log_ps) != len(weights):
+        raise ValueError("one weight per p-value")
+    if any(w <= 0 for w in weights):
+        raise ValueError("weights must be > 0")
+    log_w = [math.log(w) for w in weights]
+    remaining = math.fsum(weights)
+    rejected = [False] * len(log_ps)
+    log_alpha = math.log(alpha)
+    for idx in sorted(range(len(log_ps)), key=lambda i: log_ps[i] - log_w[i]):
+        if remaining <= 0 or log_ps[idx] > log_alpha + log_w[idx] - math.log(remaining):
+            break
+        rejected[idx] = True
+        remaining -= weights[idx]
+    return rejected
+
+
+def testable_weighted(
+    log_min_ps: Sequence[float], weights: Sequence[float], alpha: float
+) -> list[bool]:
+    """Tarone's exclusion with weights: drop what cannot reach its share of alpha, until stable.
+
+    A hypothesis whose smallest attainable p-value exceeds alpha * w_i / W
+    (W = the weight still in the family) can never be rejected; dropping it
+    raises everyone else's share, which may make others droppable in turn. The
+    set depends only on the attainable minima and the weights, never on the
+    observed p-values, so any weighted Holm over it keeps the family-wise level.
+    """
+    keep = [True] * len(log_min_ps)
+    log_alpha = math.log(alpha)
+    while True:
+        total = math.fsum(w for w, k in zip(weights, keep, strict=True) if k)
+        if total <= 0:
+            return keep
+        log_total = math.log(total)
+        changed = False
+        for i, (lmp, w) in enumerate(zip(log_min_ps, weights, strict=True)):
+            if keep[i] and lmp > log_alpha + math.log(w) - log_total:
+                keep[i] = False
+                changed = True
+        if not changed:
+            return keep

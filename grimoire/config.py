@@ -123,6 +123,9 @@ class DistillerConfig:
         {"gas_gwei": ["swap", "rebalance", "bridge"], "slippage_bps": ["swap"],
          "fees": ["swap", "rebalance"], "pnl": ["swap", "rebalance"]},
         "actions a metric affects, for derived heuristics")
+    window_scan_weight: float = opt(6.0, "an hour-of-day scan (every width and start for one "
+                                    "metric or action) counts as this many hypotheses "
+                                    "in the family-wise correction")
     edit_change: float = opt(0.25, "a confirmed claim whose effect-vs-baseline gap moved by more "
                              "than this fraction is EDITed with the new numbers, else UPVOTEd")
     max_parent_episodes: int = opt(50, "supporting episode ids kept on one distilled operation")
