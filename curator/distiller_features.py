@@ -47,7 +47,7 @@ class Table:
     episodes: tuple[Episode, ...]
     timestamps: npt.NDArray[np.int64]
     hours: npt.NDArray[np.int64]
-    attrs: Mapping[str, npt.NDArray[np.object_]]
+    attrs: Mapping[str, Mapping[str, Mask]]  # attribute -> value -> rows with that value
     action_masks: Mapping[str, Mask]
     rated: Mask  # action episodes whose outcome is positive, negative or neutral
     negative: Mask
@@ -75,19 +75,17 @@ def build_table(episodes: Sequence[Episode], min_band_values: int) -> Table:
     n = len(eps)
     timestamps = np.fromiter((e.timestamp for e in eps), dtype=np.int64, count=n)
     hours = (timestamps // _MS_PER_HOUR) % 24
-    attrs: dict[str, npt.NDArray[np.object_]] = {}
-    for name in ATTRIBUTES:
-        column = np.empty(n, dtype=object)
-        for i, e in enumerate(eps):
-            value = getattr(e, name)
-            column[i] = None if value is None else str(value)
-        attrs[name] = column
+    attr_rows: dict[str, dict[str, list[int]]] = {name: {} for name in ATTRIBUTES}
     action_rows: dict[str, list[int]] = {}
     rated = np.zeros(n, dtype=bool)
     negative = np.zeros(n, dtype=bool)
     positive = np.zeros(n, dtype=bool)
     metric_rows: dict[str, list[tuple[int, float]]] = {}
     for i, e in enumerate(eps):
+        for name, label in (("regime", e.regime), ("token_pair", e.token_pair),
+                            ("chain", e.chain), ("tool", e.tool)):
+            if label is not None:
+                attr_rows[name].setdefault(str(label), []).append(i)
         for action in actions_of(e):
             action_rows.setdefault(action, []).append(i)
         if e.type is EpisodeType.ACTION and e.outcome in _RATED:
@@ -96,11 +94,9 @@ def build_table(episodes: Sequence[Episode], min_band_values: int) -> Table:
             positive[i] = e.outcome is Outcome.POSITIVE
         for name, value in e.metrics.items():
             metric_rows.setdefault(name, []).append((i, float(value)))
-    action_masks: dict[str, Mask] = {}
-    for action, rows in sorted(action_rows.items()):
-        mask = np.zeros(n, dtype=bool)
-        mask[rows] = True
-        action_masks[action] = mask
+    attrs = {name: {value: _rows_mask(n, rows) for value, rows in sorted(values.items())}
+             for name, values in attr_rows.items()}
+    action_masks = {action: _rows_mask(n, rows) for action, rows in sorted(action_rows.items())}
     metrics: dict[str, npt.NDArray[np.float64]] = {}
     bands: dict[str, tuple[float, float]] = {}
     for name, pairs in sorted(metric_rows.items()):
@@ -115,6 +111,12 @@ def build_table(episodes: Sequence[Episode], min_band_values: int) -> Table:
                 bands[name] = (low, high)
     return Table(eps, timestamps, hours, attrs, action_masks, rated, negative, positive,
                  metrics, bands)
+
+
+def _rows_mask(n: int, rows: list[int]) -> Mask:
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
 
 
 def hour_window_mask(hours: npt.NDArray[np.int64], start: int, width: int) -> Mask:
@@ -161,8 +163,8 @@ def _item_mask(table: Table, key: str, value: Any) -> Mask | None:
     if key in ATTRIBUTES:
         if not isinstance(value, str):
             return None
-        eq: Mask = table.attrs[key] == value
-        return eq
+        found_attr = table.attrs[key].get(value)
+        return found_attr if found_attr is not None else np.zeros(table.size, dtype=bool)
     if key == "action":
         if not isinstance(value, str):
             return None

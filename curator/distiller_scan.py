@@ -113,9 +113,9 @@ def _bands(table: Table, skip: str | None) -> Iterator[tuple[dict[str, Any], Mas
                 yield {"metric_band": [metric, part]}, mask
 
 
-def _attr_values(table: Table, name: str, within: Mask) -> list[str]:
-    column = table.attrs[name][within]
-    return sorted({v for v in column if v is not None})
+def _attr_values(table: Table, name: str, within: Mask) -> list[tuple[str, Mask]]:
+    """The values of an attribute present among ``within``, with their rows."""
+    return [(value, mask) for value, mask in table.attrs[name].items() if (mask & within).any()]
 
 
 def _unique(
@@ -147,8 +147,8 @@ def _metric_conditions(
 ) -> list[tuple[dict[str, Any], Mask]]:
     def items() -> Iterator[tuple[dict[str, Any], Mask]]:
         for name in ATTRIBUTES:
-            for value in _attr_values(table, name, present):
-                yield {name: value}, table.attrs[name] == value
+            for value, mask in _attr_values(table, name, present):
+                yield {name: value}, mask
         for action, mask in table.action_masks.items():
             yield {"action": action}, mask
         yield from windows
@@ -164,15 +164,15 @@ def _rate_conditions(
 
     def items() -> Iterator[tuple[dict[str, Any], Mask]]:
         for name in ATTRIBUTES:
-            for value in _attr_values(table, name, own):
+            for value, mask in _attr_values(table, name, own):
                 if name == "tool" and value == action:
                     continue
-                yield {"action": action, name: value}, own & (table.attrs[name] == value)
-        for regime in _attr_values(table, "regime", own):
-            in_regime = own & (table.attrs["regime"] == regime)
-            for pair in _attr_values(table, "token_pair", in_regime):
+                yield {"action": action, name: value}, own & mask
+        for regime, regime_mask in _attr_values(table, "regime", own):
+            in_regime = own & regime_mask
+            for pair, pair_mask in _attr_values(table, "token_pair", in_regime):
                 yield ({"action": action, "regime": regime, "token_pair": pair},
-                       in_regime & (table.attrs["token_pair"] == pair))
+                       in_regime & pair_mask)
         for cond, mask in windows:
             yield {"action": action, **cond}, own & mask
         for cond, mask in _bands(table, skip=None):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from curator.distiller import distill
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, OpKind, Operation
+from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
 
@@ -34,6 +34,7 @@ def make_episodes(
     days: int = 30,
     start: int = START,
     cheap_gas: bool = False,
+    cheap_hours: tuple[int, int] = (2, 4),  # UTC [start, end), may wrap midnight
     warning: str | None = None,  # "bad": swaps on WETH/USDC in high_vol fail; "good": they work
     good_swaps: bool = False,
     gas_sensitive_swaps: bool = False,
@@ -50,7 +51,7 @@ def make_episodes(
     hours = (times // HOUR) % 24
     blocks = rng.choice(len(REGIMES), size=days * 4 + 1, p=REGIME_P)
     regimes = np.array(REGIMES)[blocks[(times - start) // (6 * HOUR)]]
-    cheap = cheap_gas & (hours >= 2) & (hours < 4)
+    cheap = cheap_gas & (((hours - cheap_hours[0]) % 24) < (cheap_hours[1] - cheap_hours[0]) % 24)
     gas = np.where(cheap, rng.lognormal(np.log(6.0), 0.2, n), rng.lognormal(np.log(22.0), 0.35, n))
     is_tick = rng.random(n) < 0.6
     volume = rng.lognormal(10.0, 1.0, n)
@@ -110,7 +111,9 @@ def only(ops: Sequence[Operation], **match: object) -> Operation:
 # ----------------------------------------------------------------------- recall
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_cheap_gas_window_is_found_with_its_exact_window(seed: int) -> None:
     """Gas planted low from 02:00 to 04:00 UTC is one insight naming exactly that window."""
     ops = distill(make_episodes(seed, cheap_gas=True), [], CFG, strategy="lp")
@@ -128,9 +131,18 @@ def test_cheap_gas_window_is_found_with_its_exact_window(seed: int) -> None:
     assert len(op.parent_episode_ids) == CFG.max_parent_episodes
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_window_across_midnight_is_found() -> None:
+    ops = distill(make_episodes(21, cheap_gas=True, cheap_hours=(23, 2)), [], CFG, strategy=None)
+    op = only(ops, category=Category.INSIGHT)
+    assert op.claim.condition == {"hour_window": [23, 2]}
+    assert "between 23:00 and 02:00 UTC" in op.content
+
+
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_failing_swaps_in_high_vol_become_one_warning(seed: int) -> None:
-    """Swaps on WETH/USDC fail in high_vol: a warning on exactly that conjunction, nothing broader."""
+    """Swaps on WETH/USDC fail in high_vol: one warning on exactly that conjunction."""
     ops = distill(make_episodes(seed, warning="bad"), [], CFG, strategy=None)
     rates = [op for op in ops if op.claim.target == NEGATIVE_RATE]
     assert len(rates) == 1, [op.content for op in ops]
@@ -311,8 +323,18 @@ def test_empty_and_tiny_inputs() -> None:
     assert distill(make_episodes(1, n=5), [], CFG, strategy=None) == []
 
 
+def test_run_is_logged_with_its_counts() -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        distill(make_episodes(18, cheap_gas=True), [], CFG, strategy="s")
+    [event] = [e for e in logs if e["event"] == "distiller.run.complete"]
+    assert event["episodes"] == 2000 and event["findings"] == 1 and event["add"] == 1
+    assert event["family"] > 100 and event["strategy"] == "s"
+
+
 def test_bad_config_is_refused_with_the_field_named() -> None:
     from grimoire.errors import ValidationError
 
-    with pytest.raises(ValidationError, match="distiller.alpha"):
+    with pytest.raises(ValidationError, match=r"distiller\.alpha"):
         distill([], [], DistillerConfig(alpha=0.0), strategy=None)
