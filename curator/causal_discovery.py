@@ -198,22 +198,9 @@ def discover_links(
                 if pair is not None and pair.occurrences >= cfg.causal_min_support:
                     tried.append(_tested(pair, cfg))
     found, family = _significant(tried, cfg)
-    kg_support: dict[tuple[str, str], int] = {}
-    for link in links:
-        kg_support[(link.cause, link.effect)] = kg_support.get((link.cause, link.effect), 0) \
-            + link.evidence
+    kg_support = _kg_support(links)
     by_pair = {(p.cause, p.effect): p for p in found}
-    for (cause, effect), count in sorted(kg_support.items()):
-        if (cause, effect) in by_pair:
-            continue
-        pair = _pair(ev, cause, effect, lag) or _Pair(
-            cause, effect, lag, 0, 0, 0.0, np.zeros(0, dtype=np.int64), [])
-        against = _contradicted_log_p(pair, cfg)
-        if against is not None and against <= math.log(cfg.alpha):
-            log.info("causal.kg_link.contradicted", cause=cause, effect=effect)
-            continue
-        if pair.followed + count >= cfg.causal_min_support:
-            by_pair[(cause, effect)] = _tested(pair, cfg) if pair.occurrences else pair
+    by_pair.update(_kg_only(ev, kg_support, set(by_pair), lag, cfg))
     claims, evidence = [], []
     for key in sorted(by_pair):
         p = by_pair[key]
@@ -240,6 +227,39 @@ def discover_links(
     return ops
 
 
+def _kg_support(links: Sequence[KGLink]) -> dict[tuple[str, str], int]:
+    support: dict[tuple[str, str], int] = {}
+    for link in links:
+        key = (link.cause, link.effect)
+        support[key] = support.get(key, 0) + link.evidence
+    return support
+
+
+def _kg_only(
+    ev: _Events, kg_support: dict[tuple[str, str], int], found: set[tuple[str, str]], lag: int,
+    cfg: DistillerConfig,
+) -> dict[tuple[str, str], _Pair]:
+    """Asserted links the episodes did not find: kept with their KG evidence unless contradicted.
+
+    The graph's assertion is prior knowledge, so it needs no significance in
+    this batch; it is dropped only when the episodes reject it (plenty of A,
+    B after it no more often than chance allows).
+    """
+    out: dict[tuple[str, str], _Pair] = {}
+    for (cause, effect), count in sorted(kg_support.items()):
+        if (cause, effect) in found:
+            continue
+        pair = _pair(ev, cause, effect, lag) or _Pair(
+            cause, effect, lag, 0, 0, 0.0, np.zeros(0, dtype=np.int64), [])
+        against = _contradicted_log_p(pair, cfg)
+        if against is not None and against <= math.log(cfg.alpha):
+            log.info("causal.kg_link.contradicted", cause=cause, effect=effect)
+            continue
+        if pair.followed + count >= cfg.causal_min_support:
+            out[(cause, effect)] = _tested(pair, cfg) if pair.occurrences else pair
+    return out
+
+
 def _kg_link(link: KGLink | tuple[str, str, int], index: int) -> KGLink:
     cause, effect, evidence = link
     if not isinstance(cause, str) or not isinstance(effect, str) or not cause or not effect:
@@ -253,8 +273,8 @@ def _kg_link(link: KGLink | tuple[str, str, int], index: int) -> KGLink:
 def _significant(tried: list[_Pair], cfg: DistillerConfig) -> tuple[list[_Pair], int]:
     if not tried:
         return [], 0
-    threshold = stats.tarone_threshold([p.log_min_p for p in tried], cfg.alpha)
-    testable = [p for p in tried if p.log_min_p <= threshold]
+    keep = stats.testable_weighted([p.log_min_p for p in tried], [1.0] * len(tried), cfg.alpha)
+    testable = [p for p, k in zip(tried, keep, strict=True) if k]
     rejected = stats.holm([p.log_p for p in testable], cfg.alpha)
     found = [p for p, r in zip(testable, rejected, strict=True) if r and p.log_p < 0.0]
     return found, len(testable)

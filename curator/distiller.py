@@ -9,8 +9,10 @@ stored claims: ADD (new), UPVOTE (confirmed), EDIT (same claim, refined window
 or moved effect), DOWNVOTE (the episodes now contradict a stored claim).
 
 Pipeline: ``distiller_features`` (columns) → ``distiller_scan`` (hypotheses
-and tests) → ``distiller_select`` (significance, one window per family,
-nested conditions) → ``distiller_match`` (stored claims) → ``render``.
+and tests, corrected by ``distiller_autocorr`` for episodes that are not
+independent) → ``distiller_select`` (family-wise significance, one window per
+family, then ``distiller_redundancy``) → ``distiller_match`` (stored claims)
+→ ``render``.
 
 Pure: a list of episodes and claims in, a list of operations out. Must not:
 read or write a store, set confidences (the facade does: ADD at 0.5) or

@@ -11,6 +11,10 @@ returned, tested or not, because the family-wise correction must count it.
 Must not: correct for multiplicity, choose among findings or build claims
 (``distiller_select`` and ``distiller`` do).
 
+Both tests are then corrected for autocorrelation (``distiller_autocorr``):
+the statistics of the candidates are scaled down by the variance inflation of
+their condition, and a rate's 2×2 table shrinks to its effective counts.
+
 Two shortcuts never change which hypotheses can be rejected: a hypothesis
 whose effect is below the configured minimum cannot become a finding, and one
 whose normal-approximation p-value already exceeds alpha has an exact
@@ -29,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from curator import stats
+from curator.distiller_autocorr import variance_inflation
 from curator.distiller_features import (
     ATTRIBUTES,
     Mask,
@@ -54,7 +59,7 @@ class Hypothesis:
     population: Mask  # the rows the condition is compared within (cell ⊂ population)
     support: int
     effect: float  # metric mean or outcome rate under the condition
-    baseline: float  # metric mean or outcome rate over every row carrying the target
+    baseline: float  # metric mean or outcome rate over the population
     n_base: int
     log_p: float
     log_min_p: float  # smallest attainable log p (-inf for a continuous test)
@@ -69,7 +74,9 @@ Windows = list[tuple[dict[str, Any], Mask]]
 
 def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
     windows: Windows = list(_windows(table, cfg))
-    hyps = [*_scan_metrics(table, windows, cfg), *_scan_rates(table, windows, cfg)]
+    order = np.argsort(table.timestamps, kind="stable")  # for the autocorrelation correction
+    hyps = [*_scan_metrics(table, windows, order, cfg),
+            *_scan_rates(table, windows, order, cfg)]
     _weigh_window_scans(hyps, cfg.window_scan_weight)
     return hyps
 
@@ -195,7 +202,9 @@ def ranks_with_ties(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.flo
     return ranks, float((c * c * c - c).sum())
 
 
-def _scan_metrics(table: Table, windows: Windows, cfg: DistillerConfig) -> list[Hypothesis]:
+def _scan_metrics(
+    table: Table, windows: Windows, order: npt.NDArray[np.intp], cfg: DistillerConfig
+) -> list[Hypothesis]:
     out: list[Hypothesis] = []
     for metric, values in table.metrics.items():
         present = ~np.isnan(values)
@@ -216,13 +225,24 @@ def _scan_metrics(table: Table, windows: Windows, cfg: DistillerConfig) -> list[
         rank_sums = matrix @ ranks
         group = _Group(total, float(centred.sum()), float((centred * centred).sum()),
                        overall, tie_term)
-        for i, (cond, cell) in enumerate(conds):
-            hyp = _metric_hypothesis(
-                metric, cond, cell, int(counts[i]), float(sums[i]), float(sq_sums[i]),
-                float(rank_sums[i]), group, present, cfg,
+
+        def build(i: int, vif: float) -> Hypothesis | None:
+            return _metric_hypothesis(
+                metric, conds[i][0], conds[i][1], int(counts[i]), float(sums[i]),  # noqa: B023
+                float(sq_sums[i]), float(rank_sums[i]), group, present, vif, cfg,  # noqa: B023
             )
-            if hyp is not None:
-                out.append(hyp)
+
+        hyps = {i: h for i in range(len(conds)) if (h := build(i, 1.0)) is not None}
+        # only candidates pay for the autocorrelation correction (an FFT per condition)
+        candidates = [i for i, h in hyps.items() if h.log_p < 0.0]
+        if candidates:
+            rows = order[present[order]]
+            vifs = variance_inflation(ranks[rows], matrix[candidates][:, rows] > 0)
+            for i, vif in zip(candidates, vifs, strict=True):
+                rebuilt = build(i, float(vif))
+                if rebuilt is not None:
+                    hyps[i] = rebuilt
+        out.extend(hyps[i] for i in sorted(hyps))
     return out
 
 
@@ -239,17 +259,20 @@ class _Group:
 
 def _metric_hypothesis(
     metric: str, cond: dict[str, Any], cell: Mask, n1: int, s1: float, q1: float,
-    rank_sum: float, group: _Group, present: Mask, cfg: DistillerConfig,
+    rank_sum: float, group: _Group, present: Mask, vif: float, cfg: DistillerConfig,
 ) -> Hypothesis | None:
     n2 = group.total - n1
     s2, q2 = group.sum - s1, group.sq_sum - q1
     mean1, mean2 = s1 / n1, s2 / n2
     var1 = max(0.0, (q1 - s1 * mean1) / (n1 - 1))
     var2 = max(0.0, (q2 - s2 * mean2) / (n2 - 1))
-    t, df = stats.welch_t(mean1, var1, n1, mean2, var2, n2)
-    if math.isnan(t):
+    raw_t, raw_df = stats.welch_t(mean1, var1, n1, mean2, var2, n2)
+    if math.isnan(raw_t):
         return None  # both groups constant: nothing to test
-    z = stats.mann_whitney_z(rank_sum, n1, n2, group.tie_term)
+    raw_z = stats.mann_whitney_z(rank_sum, n1, n2, group.tie_term)
+    # autocorrelated episodes carry less information than their count says
+    scale = math.sqrt(vif)
+    t, z, df = raw_t / scale, raw_z / scale, max(1.0, raw_df / vif)
     overall = group.mean
     effect = overall + mean1
     gap = effect - overall
@@ -274,14 +297,17 @@ def _metric_hypothesis(
         effect=effect, baseline=overall, n_base=group.total, log_p=log_p,
         log_min_p=-math.inf, passes_effect=passes,
         detail={"test": METRIC_TEST, "statistic": t, "df": df, "rank_z": z,
-                "relative_effect": relative, "rest_mean": overall + mean2},
+                "variance_inflation": vif, "relative_effect": relative,
+                "rest_mean": overall + mean2},
     )
 
 
 # ---------------------------------------------------------------- outcome rates
 
 
-def _scan_rates(table: Table, windows: Windows, cfg: DistillerConfig) -> list[Hypothesis]:
+def _scan_rates(
+    table: Table, windows: Windows, order: npt.NDArray[np.intp], cfg: DistillerConfig
+) -> list[Hypothesis]:
     """An action against every action; a condition on an action against that action's own rate.
 
     Comparing "swap at 20:00–00:00" with all actions would credit the window
@@ -294,22 +320,23 @@ def _scan_rates(table: Table, windows: Windows, cfg: DistillerConfig) -> list[Hy
     for action, mask in table.action_masks.items():
         own = mask & table.rated
         top = _unique(iter([({"action": action}, own)]), table.rated, cfg.min_support)
-        out.extend(_rate_family(table, top, table.rated, cfg))
+        out.extend(_rate_family(table, top, table.rated, order, cfg))
         if int(own.sum()) >= 2 * cfg.min_support:
             conds = _rate_conditions(table, action, own, windows, cfg)
-            out.extend(_rate_family(table, conds, own, cfg))
+            out.extend(_rate_family(table, conds, own, order, cfg))
     return out
 
 
 def _rate_family(
     table: Table, conds: list[tuple[dict[str, Any], Mask]], population: Mask,
-    cfg: DistillerConfig,
+    order: npt.NDArray[np.intp], cfg: DistillerConfig,
 ) -> list[Hypothesis]:
     if not conds:
         return []
     total = int(population.sum())
     matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
     counts = matrix.sum(axis=1)
+    rows = order[population[order]]
     out: list[Hypothesis] = []
     for target, hits in ((NEGATIVE_RATE, table.negative), (POSITIVE_RATE, table.positive)):
         in_pop = hits & population
@@ -318,15 +345,41 @@ def _rate_family(
             continue  # an outcome that never (or always) happens here has no rate to test
         hit_counts = matrix @ in_pop.astype(np.float64)
         base = good / total
+        family: list[Hypothesis] = []
         for i, (cond, cell) in enumerate(conds):
             n, k = int(counts[i]), round(float(hit_counts[i]))
             rate = k / n
             passes = rate - base >= cfg.min_rate_gap
-            log_p = stats.hypergeom_logsf(k, total, good, n) if passes else 0.0
-            out.append(Hypothesis(
+            family.append(Hypothesis(
                 condition=cond, target=target, direction="higher", cell=cell,
                 population=population, support=n, effect=rate, baseline=base, n_base=total,
-                log_p=log_p, log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
+                log_p=_fisher(k, n, good, total, 1.0) if passes else 0.0,
+                # margins before any correction: the bar Tarone sets must not see the outcomes
+                log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
                 passes_effect=passes, hits=k, detail={"test": RATE_TEST, "base_hits": good},
             ))
+        candidates = [i for i, h in enumerate(family) if h.log_p < 0.0]
+        if candidates:
+            vifs = variance_inflation(in_pop[rows].astype(np.float64),
+                                      matrix[candidates][:, rows] > 0)
+            for i, vif in zip(candidates, vifs, strict=True):
+                h = family[i]
+                h.log_p = _fisher(int(h.hits or 0), h.support, good, total, float(vif))
+                h.detail["variance_inflation"] = float(vif)
+        out.extend(family)
     return out
+
+
+def _fisher(k: int, n: int, good: int, total: int, vif: float) -> float:
+    """One-sided Fisher test of the 2×2 table, each cell divided by ``vif`` (Kish's design effect).
+
+    Dividing the counts by the variance inflation gives the table the
+    information it really holds; rounding keeps it a table of counts.
+    """
+    if vif <= 1.0:
+        return stats.hypergeom_logsf(k, total, good, n)
+    cells = [k, n - k, good - k, total - n - good + k]
+    a, b, c, d = (math.floor(x / vif + 0.5) for x in cells)
+    if a + b < 1 or c + d < 1:
+        return 0.0
+    return stats.hypergeom_logsf(a, a + b + c + d, a + c, a + b)

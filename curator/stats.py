@@ -30,7 +30,6 @@ __all__ = [
     "normal_logsf",
     "one_sample_t",
     "t_logsf",
-    "tarone_threshold",
     "testable_weighted",
     "weighted_holm",
     "welch_t",
@@ -336,36 +335,6 @@ def holm(log_ps: Sequence[float], alpha: float, m: int | None = None) -> list[bo
             break
         rejected[idx] = True
     return rejected
-
-
-def tarone_threshold(log_min_ps: Sequence[float], alpha: float) -> float:
-    """Tarone (1990): the smallest family size m with #{min_p <= alpha/m} <= m, as log(alpha/m).
-
-    A discrete test (Fisher, binomial) on a small cell cannot reach a tiny
-    p-value at all; counting it in the family only costs power. Hypotheses whose
-    minimum attainable p-value is above the returned threshold are untestable
-    and leave the family. Continuous tests pass a min-p of -inf and always count.
-    """
-    ordered = sorted(log_min_ps)
-    log_alpha = math.log(alpha)
-    for m in range(1, len(ordered) + 1):
-        threshold = log_alpha - math.log(m)
-        # number of hypotheses testable at alpha/m
-        count = _count_le(ordered, threshold)
-        if count <= m:
-            return threshold
-    return log_alpha - math.log(max(1, len(ordered)))
-
-
-def _count_le(ordered: Sequence[float], value: float) -> int:
-    lo, hi = 0, len(ordered)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ordered[mid] <= value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def weighted_holm(log_ps: Sequence[float], weights: Sequence[float], alpha: float) -> list[bool]:

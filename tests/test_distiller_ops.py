@@ -226,3 +226,38 @@ def test_rendering_is_deterministic_and_carries_support(
     first = render_claim(c, {"hits": round(effect * n)})
     assert first == render_claim(c, {"hits": round(effect * n)})
     assert f"of {n} were negative" in first and first.startswith("Avoid swap")
+
+
+# --------------------------------------------------------------- autocorrelation
+
+
+def test_variance_inflation_is_one_for_independent_draws() -> None:
+    from curator.distiller_autocorr import variance_inflation
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=2000)
+    cells = rng.random((5, 2000)) < 0.3
+    assert np.all(variance_inflation(y, cells) < 1.2)
+
+
+def test_variance_inflation_grows_when_both_series_persist() -> None:
+    from curator.distiller_autocorr import variance_inflation
+
+    rng = np.random.default_rng(1)
+    y = np.zeros(2000)
+    for i in range(1, 2000):
+        y[i] = 0.95 * y[i - 1] + rng.normal()
+    blocks = np.repeat(rng.random(2000 // 50) < 0.2, 50)[None, :]  # 50-row regime blocks
+    scattered = (rng.random(2000) < 0.2)[None, :]
+    assert variance_inflation(y, blocks)[0] > 5.0
+    assert variance_inflation(y, scattered)[0] < 1.5
+
+
+def test_a_real_shift_does_not_inflate_itself() -> None:
+    """Residuals after the condition's mean shift carry the autocorrelation, not the shift."""
+    from curator.distiller_autocorr import variance_inflation
+
+    rng = np.random.default_rng(2)
+    blocks = np.repeat(rng.random(40) < 0.3, 50)
+    y = rng.normal(size=2000) + 5.0 * blocks
+    assert variance_inflation(y, blocks[None, :])[0] < 1.3
