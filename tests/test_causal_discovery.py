@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -70,6 +71,7 @@ def test_planted_link_is_found_with_its_lag() -> None:
         assert 0 < effect.timestamp - cause.timestamp <= CFG.causal_lag_ms
     assert op.content.startswith("A regime shift is followed by a clade alert within 10 min: ")
     assert "median lag" in op.content
+    assert json.loads(json.dumps(op.to_dict()))["evidence"]["pairs"][0] == list(ev["pairs"][0])
 
 
 def test_independent_streams_give_no_link_over_twenty_seeds() -> None:
