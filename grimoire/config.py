@@ -132,6 +132,18 @@ class DistillerConfig:
         {"gas_gwei": ["swap", "rebalance", "bridge"], "slippage_bps": ["swap"],
          "fees": ["swap", "rebalance"], "pnl": ["swap", "rebalance"]},
         "actions a metric affects, for derived heuristics")
+    window_scan_weight: float = opt(6.0, "an hour-of-day scan (every width and start for one "
+                                    "metric or action) counts as this many hypotheses "
+                                    "in the family-wise correction")
+    edit_change: float = opt(0.25, "a confirmed claim whose effect-vs-baseline gap moved by more "
+                             "than this fraction is EDITed with the new numbers, else UPVOTEd")
+    max_parent_episodes: int = opt(50, "supporting episode ids kept on one distilled operation")
+    causal_min_lift: float = opt(2.0, "a causal link needs P(B follows A) >= this x B's base rate")
+    reflexion_invariants: dict[str, float] = opt(
+        {"max_slippage_bps": 100.0, "max_gas_gwei": 300.0, "max_loss_bps": 500.0,
+         "promise_tolerance_bps": 100.0},
+        "Reflexion invariants: a breach writes a safety_incident (max slippage, gas ceiling, "
+        "largest loss, shortfall of a promised positive return)")
 
 
 @dataclass(frozen=True)
