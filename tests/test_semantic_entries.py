@@ -344,3 +344,12 @@ def test_closed_store_raises_store_error(tmp_path: Path) -> None:
         store.get_entry("x")
     with pytest.raises(StoreError, match="closed"):
         store.insert_entry(make_entry(), np.ones(DIM))
+
+
+def test_every_entry_field_has_a_column() -> None:
+    """A field added to GrimoireEntry must get a column (and a migration), not be dropped."""
+    from grimoire.records import GrimoireEntry
+    from grimoire.stores.semantic_codec import ENTRY_COLUMNS
+
+    fields = [f.name for f in dataclasses.fields(GrimoireEntry)]
+    assert [c for c in ENTRY_COLUMNS if c != "claim_key"] == fields
