@@ -11,11 +11,12 @@ open time including the mirror rebuild; causal BFS on a graph of 2k nodes /
 10k edges; and what multi-threaded OpenBLAS (``matrix @ q``) does to the
 latency of everything else in the process.
 
-Random normalised 384-d vectors and synthetic texts, seeded. The machine is
-shared: competing variants are interleaved query by query so load hits them
-alike, and reads report the calling thread's CPU time beside wall time
-(CPU time does not count waiting for a core, so it is the stable figure
-for comparisons; wall time is what a caller waits).
+Random normalised 384-d vectors and synthetic texts (Zipf-distributed
+words), seeded. The machine is shared: competing variants are interleaved
+query by query so load hits them alike, and reads report the calling
+thread's CPU time beside wall time (CPU time does not count waiting for a
+core, so it is the stable figure for comparisons; wall time is what a
+caller waits).
 """
 
 from __future__ import annotations
@@ -48,7 +49,16 @@ WORDS = [
     "governance", "yield", "apr", "tvl", "deposit", "withdraw", "sandwich", "mev", "frontrun",
     "revert", "timeout", "congestion", "cheap", "expensive", "high", "low", "liquidation",
 ]
+# Texts draw words Zipf-style (rank r has weight 1/r) from the domain words followed by
+# 3,000 filler tokens, so a query term matches a realistic share of entries.
+VOCAB = np.array(WORDS + [f"tok{i}" for i in range(3000)])
+ZIPF = 1.0 / np.arange(1, len(VOCAB) + 1)
+ZIPF /= ZIPF.sum()
 Row = tuple[str, str, str, str]
+
+
+def _words(rng: np.random.Generator, n: int) -> str:
+    return " ".join(rng.choice(VOCAB, size=n, p=ZIPF))
 
 
 @dataclass
@@ -83,7 +93,7 @@ def _run(fns: dict[str, Callable[[int], object]], n: int) -> dict[str, Timing]:
 
 
 def _entry(i: int, rng: np.random.Generator) -> GrimoireEntry:
-    text = " ".join(rng.choice(WORDS, size=int(rng.integers(8, 20))))
+    text = _words(rng, int(rng.integers(8, 20)))
     return GrimoireEntry(
         id=f"bench-{i:07d}", category=list(Category)[i % 6], content=f"{text} ({i})",
         confidence=float(rng.random()), quality_score=float(rng.random()),
@@ -163,7 +173,7 @@ def bench_reads(tmp: Path, size: int, queries: int, rows: list[Row]) -> None:
             "AND status IN ('candidate','active','demoted')", (blob[i], K)).fetchall(),
         "vec0": lambda i: store.knn(qs[i], K, source="vec0"),
     }, queries)
-    texts = [" ".join(rng.choice(WORDS, size=3)) for _ in range(queries)]
+    texts = [_words(rng, 3) for _ in range(queries)]
     bm = _run({"bm25": lambda i: store.bm25(texts[i], K)}, queries)["bm25"]
     store.close()
     n = f"{size}"
