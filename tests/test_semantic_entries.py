@@ -344,3 +344,72 @@ def test_closed_store_raises_store_error(tmp_path: Path) -> None:
         store.get_entry("x")
     with pytest.raises(StoreError, match="closed"):
         store.insert_entry(make_entry(), np.ones(DIM))
+
+
+def test_every_entry_field_has_a_column() -> None:
+    """A field added to GrimoireEntry must get a column (and a migration), not be dropped."""
+    from grimoire.records import GrimoireEntry
+    from grimoire.stores.semantic_codec import ENTRY_COLUMNS
+
+    fields = [f.name for f in dataclasses.fields(GrimoireEntry)]
+    assert [c for c in ENTRY_COLUMNS if c != "claim_key"] == fields
+
+
+def test_events_are_logged_with_stable_names(tmp_path: Path, rng: np.random.Generator) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        store = open_store(tmp_path / "s.sqlite")
+        entry = make_entry()
+        store.insert_entry(entry, unit(rng))
+        store.archive(entry.id)
+        store.close()
+    events = [e["event"] for e in logs]
+    assert events == ["semantic.migrate", "semantic.open", "semantic.archive"]
+    assert logs[1]["model"] == "test-model" and logs[1]["dim"] == DIM
+
+
+def test_a_failing_mirror_is_dropped_and_reads_fall_back_to_vec0(
+    store: SemanticStore, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mirror is derived data: if updating it fails after a commit, the write stands
+    and KNN keeps answering from vec0."""
+    first, second = make_entry(), make_entry()
+    store.insert_entry(first, unit(rng))
+    assert store._cache is not None
+
+    def broken(ops: object) -> None:
+        raise MemoryError("no room for the mirror")
+
+    monkeypatch.setattr(store._cache, "apply", broken)
+    v = unit(rng)
+    store.insert_entry(second, v)
+    assert store._cache is None
+    assert store.get_entry(second.id) == second
+    assert store.knn(v, 1)[0][0] == second
+
+
+def test_limit_and_offset_validation(store: SemanticStore, rng: np.random.Generator) -> None:
+    for _ in range(3):
+        store.insert_entry(make_entry(), unit(rng))
+    assert len(store.list_entries(limit=None, offset=5000)) == 0
+    with pytest.raises(ValidationError, match="limit"):
+        store.list_entries(limit=-1)
+    with pytest.raises(ValidationError, match="offset"):
+        store.list_entries(offset=-1)
+
+
+def test_public_surface() -> None:
+    """The store's public methods are the documented API, nothing more."""
+    public = {name for name in dir(SemanticStore) if not name.startswith("_")}
+    assert public == {
+        "open", "close", "transaction", "insert_entry", "update_entry", "archive",
+        "get_entry", "get_embedding", "list_entries", "find_by_claim_key", "knn", "bm25",
+        "counts", "quarantine", "get_quarantine", "list_quarantine", "release_quarantine",
+        "reject_quarantine", "upsert_edge", "get_edge", "edges_from", "edges_to",
+        "list_edges", "causal_bfs", "log_admission", "list_admissions", "admission_counts",
+        "log_retrieval", "get_retrieval", "set_retrieval_outcome", "retrieval_counts",
+        "prune_logs", "add_curator_delta", "list_curator_deltas", "episode_states",
+        "get_episode_state", "set_episode_state", "mark_consolidated", "touch_episodes",
+        "get_meta", "set_meta",
+    }

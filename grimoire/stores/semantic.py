@@ -50,10 +50,14 @@ log = structlog.get_logger()
 KnnSource = Literal["auto", "cache", "vec0"]
 
 
+def _count(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError("must be an integer >= 0", field=field)
+    return value
+
+
 def _k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValidationError("must be an integer >= 0", field="k")
-    return min(k, entries.MAX_K)
+    return min(_count(k, "k"), entries.MAX_K)
 
 
 class SemanticStore(SemanticBase):
@@ -240,10 +244,10 @@ class SemanticStore(SemanticBase):
             raise ValidationError(f"{order!r} is not one of: confidence, created_at, "
                                   "last_accessed_at", field="order")
         if limit is not None:
-            _k(limit)
+            _count(limit, "limit")
         with store_errors("list_entries"):
             return entries.list_entries(self._db.read(), filters or EntryFilter(), order, limit,
-                                        _k(offset))
+                                        _count(offset, "offset"))
 
     def find_by_claim_key(self, key: str, filters: EntryFilter | None = None,
                           ) -> GrimoireEntry | None:

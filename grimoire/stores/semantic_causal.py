@@ -41,9 +41,12 @@ _COLS = ("cause_id, effect_id, kind, weight, relationship, lag_ms, evidence_coun
          "created_at, updated_at")
 
 
+_KIND = {k.value: k for k in EdgeKind}  # a dict hit is ~10x faster than EdgeKind(value)
+
+
 def _edge(row: Sequence[Any]) -> CausalEdge:
     cause, effect, kind, weight, relationship, lag_ms, evidence, created, updated = row
-    return CausalEdge(cause, effect, EdgeKind(kind), weight, relationship, lag_ms, evidence,
+    return CausalEdge(cause, effect, _KIND[kind], weight, relationship, lag_ms, evidence,
                       created, updated)
 
 
@@ -148,35 +151,45 @@ def bfs(
     if not 1 <= max_depth <= MAX_DEPTH:
         raise ValidationError(f"must be in [1, {MAX_DEPTH}]", field="max_depth")
     backward = direction == "backward"
-    near = "effect_id" if backward else "cause_id"
+    # Each level reads (id, cause, effect, kind, weight) from a covering index, probed by
+    # the near-side id only (kinds are filtered here); only the winning edges are read
+    # in full, in one query at the end.
+    near, far = (2, 1) if backward else (1, 2)
     sql = (
-        f"SELECT {_COLS} FROM causal_edges WHERE {near} IN (SELECT value FROM json_each(?)) "
-        "AND kind IN (SELECT value FROM json_each(?))"
+        "SELECT id, cause_id, effect_id, kind, weight FROM causal_edges "
+        f"WHERE {'effect_id' if backward else 'cause_id'} IN (SELECT value FROM json_each(?))"
     )
-    kinds_json = _kinds_json(kinds)
+    wanted = set(json.loads(_kinds_json(kinds)))
     weight_of: dict[str, float] = {start: 1.0}
-    hops: list[CausalHop] = []
+    found: list[tuple[str, int, float, int]] = []  # node, depth, path weight, edge id
     frontier = [start]
     for depth in range(1, max_depth + 1):
-        best: dict[str, tuple[tuple[float, str, str], float, CausalEdge]] = {}
-        for row in conn.execute(sql, (json.dumps(frontier), kinds_json)):
-            edge = _edge(row)
-            here, there = (edge.effect_id, edge.cause_id) if backward else (
-                edge.cause_id, edge.effect_id)
+        best: dict[str, tuple[tuple[float, str, str], float, int]] = {}
+        for edge_id, *ends, kind, weight in conn.execute(sql, (json.dumps(frontier),)):
+            if kind not in wanted:
+                continue
+            here, there = ends[near - 1], ends[far - 1]
             if there in weight_of:
                 continue
-            weight = weight_of[here] * edge.weight
+            path = weight_of[here] * weight
             # Strongest path first; on equal weight the smaller predecessor id, then kind.
-            key = (-weight, here, edge.kind.value)
+            key = (-path, here, kind)
             current = best.get(there)
             if current is None or key < current[0]:
-                best[there] = (key, weight, edge)
+                best[there] = (key, path, edge_id)
         if not best:
             break
         for node in sorted(best, key=lambda n: (best[n][0][0], n)):
-            _, weight, edge = best[node]
-            weight_of[node] = weight
-            hops.append(CausalHop(node, depth, weight, edge))
+            _, path, edge_id = best[node]
+            weight_of[node] = path
+            found.append((node, depth, path, edge_id))
         frontier = sorted(best)
+    edges = {
+        row[0]: _edge(row[1:]) for row in conn.execute(
+            f"SELECT id, {_COLS} FROM causal_edges WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([f[3] for f in found]),),
+        )
+    }
+    hops = [CausalHop(node, depth, path, edges[edge_id]) for node, depth, path, edge_id in found]
     return hops
 

@@ -138,7 +138,9 @@ CREATE TABLE causal_edges (
     CHECK (cause_id <> effect_id),
     UNIQUE (cause_id, effect_id, kind)
 ) STRICT;
-CREATE INDEX causal_edges_effect ON causal_edges (effect_id, kind);
+-- Covering indexes for the walks: a BFS level reads only the index, never the table.
+CREATE INDEX causal_edges_effect ON causal_edges (effect_id, kind, cause_id, weight);
+CREATE INDEX causal_edges_cause ON causal_edges (cause_id, kind, effect_id, weight);
 
 CREATE TABLE quarantined_entries (
     entry_id       TEXT PRIMARY KEY REFERENCES grimoire_entries (id),

@@ -73,6 +73,10 @@ def connect(
             for setting in _BEST_PRACTICE:
                 setting(conn)
             conn.pragma("synchronous", synchronous)
+            if not readonly:
+                # After a checkpoint, truncate a WAL that a big batch grew, instead of
+                # keeping its high-water size on disk forever.
+                conn.pragma("journal_size_limit", 64 * 1024 * 1024)
             # apsw's `with conn:` then opens writes with BEGIN IMMEDIATE, so a
             # transaction never has to upgrade a read lock (and deadlock) later.
             conn.transaction_mode = "IMMEDIATE"
