@@ -93,13 +93,15 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # A plain Lock under the Condition: every call takes it twice, so keep that cheap.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._live = 0
         self._exclusive = False
         self.closed = False
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._exclusive:
                 self._cond.wait()
             if self.closed:
@@ -107,14 +109,14 @@ class _Gate:
             self._live += 1
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._live -= 1
-            if not self._live:
+            if not self._live and self._exclusive:
                 self._cond.notify_all()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        with self._cond:
+        with self._lock:
             while self._exclusive:
                 self._cond.wait()
             self._exclusive = True
@@ -123,7 +125,7 @@ class _Gate:
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 self._exclusive = False
                 self._cond.notify_all()
 
