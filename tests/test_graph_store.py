@@ -182,6 +182,15 @@ def test_other_object_closes_the_open_triple(store: GraphStore, clock: FrozenClo
     assert store.count() == 2
 
 
+def test_objects_of_another_kind_close_rather_than_reinforce(store: GraphStore) -> None:
+    """1.0, true and block 1 are equal in Python but are different facts."""
+    number = store.assert_fact(AAVE, "custom:flag", ObjectValue.number(1.0), 10)
+    flag = store.assert_fact(AAVE, "custom:flag", ObjectValue.boolean(True), 20)
+    block = store.assert_fact(AAVE, "custom:flag", ObjectValue.block(1), 30)
+    assert (flag.closed, block.closed) == ((number.id,), (flag.id,))
+    assert [t.object for t in store.query_at(AAVE, 25)] == [ObjectValue.boolean(True)]
+
+
 def test_other_predicates_are_independent(store: GraphStore) -> None:
     a = store.assert_fact(AAVE, "oracle_dependency", ObjectValue.entity(LINK), 100)
     b = store.assert_fact(AAVE, "custom:fee_tier", ObjectValue.number(0.05), 150)

@@ -93,13 +93,15 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # A plain Lock under the Condition: every call takes it twice, so keep that cheap.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._live = 0
         self._exclusive = False
         self.closed = False
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._exclusive:
                 self._cond.wait()
             if self.closed:
@@ -107,14 +109,14 @@ class _Gate:
             self._live += 1
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._live -= 1
-            if not self._live:
+            if not self._live and self._exclusive:
                 self._cond.notify_all()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        with self._cond:
+        with self._lock:
             while self._exclusive:
                 self._cond.wait()
             self._exclusive = True
@@ -123,7 +125,7 @@ class _Gate:
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 self._exclusive = False
                 self._cond.notify_all()
 
@@ -167,6 +169,8 @@ class GraphStore:
         if self._gate.closed:
             return
         with self._gate.exclusive():
+            if self._gate.closed:
+                return  # closed by another thread while we waited
             self._gate.closed = True
             self._env.close()
         log.info("graph.close", path=str(self._path))
@@ -193,8 +197,9 @@ class GraphStore:
         For each fact, the open triple with the same subject and predicate is
         reinforced if it has the same object (confidence combined as
         independent evidence, evidence_count + 1); otherwise it is closed at
-        ``valid_from`` and a new triple is opened. A fact may not start before
-        the subject and predicate's last start or close (ValidationError).
+        ``valid_from`` and a new triple is opened. A reinforcement keeps the
+        triple's valid_from and first source_episode. A fact may not start
+        before the subject and predicate's last start or close (ValidationError).
         """
         checked = [parse_fact(fact, f"facts[{i}].") for i, fact in enumerate(facts)]
         return self._write(lambda txn, now: [self._assert_one(txn, now, fact, f"facts[{i}].")
@@ -265,7 +270,9 @@ class GraphStore:
         txn.put(raw_id, codec.encode_record(new, old.seq + 1, now), db=self._db["triples"])
         if new.valid_to != old.triple.valid_to:
             for entry in codec.index_entries(old.triple):
-                txn.delete(entry.key, entry.value, db=self._db[entry.db])
+                if not txn.delete(entry.key, entry.value, db=self._db[entry.db]):
+                    raise StoreError(f"graph store {self._path}: {entry.db} lacks the entry "
+                                     f"of triple {new.id}; the indexes are damaged")
             for entry in codec.index_entries(new):
                 txn.put(entry.key, entry.value, db=self._db[entry.db])
 
