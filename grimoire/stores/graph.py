@@ -37,6 +37,7 @@ import structlog
 
 from grimoire.clock import Clock
 from grimoire.errors import NotFoundError, SchemaVersionError, StoreError, ValidationError
+from grimoire.ids import new_id
 from grimoire.records.graph import (
     DEFAULT_CONFIDENCE,
     AssertResult,
@@ -246,7 +247,7 @@ class GraphStore:
             self._close(txn, active, fact.valid_from, now)
             closed = (active.triple.id,)
         triple = TemporalTriple(
-            id=codec.new_id(now), subject=fact.subject, predicate=fact.predicate,
+            id=new_id(now), subject=fact.subject, predicate=fact.predicate,
             object=fact.object, valid_from=fact.valid_from, valid_to=None, recorded_at=now,
             superseded_at=None, source_episode=fact.source_episode, confidence=fact.confidence,
             evidence_count=1)

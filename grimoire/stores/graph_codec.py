@@ -25,9 +25,7 @@ Layout (all integers big-endian, so byte order is numeric order):
 
 from __future__ import annotations
 
-import os
 import struct
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -60,7 +58,6 @@ __all__ = [
     "id_bytes",
     "id_str",
     "index_entries",
-    "new_id",
     "peek_record",
     "read_u64",
 ]
@@ -114,17 +111,6 @@ class IndexEntry:
 
 def block_bytes(block: int) -> bytes:
     return block.to_bytes(8, "big")
-
-
-def new_id(now_ms: int) -> str:
-    """A UUIDv7 (RFC 9562) from the transaction time, so ids sort by when they were recorded.
-
-    The layout of ``grimoire.ids.new_id`` on main; call that once this branch has it.
-    """
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (now_ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
 
 
 def read_u64(raw: bytes | None) -> int:
