@@ -263,21 +263,28 @@ def episodes_to_arrow(
     return pa.Table.from_pydict(columns, schema=schema)
 
 
+# Dict lookups: several times faster than calling the enum class, on every read.
+_TYPE_OF = {m.value: m for m in EpisodeType}
+_OUTCOME_OF = {m.value: m for m in Outcome}
+_IMPORTANCE_OF = {m.value: m for m in Importance}
+_REGIME_OF = {m.value: m for m in Regime}
+
+
 def _episode_from_row(row: Mapping[str, Any]) -> Episode:
     regime = row["regime"]
     return Episode(
         id=row["id"],
         text=row["text"],
-        type=EpisodeType(row["type"]),
+        type=_TYPE_OF[row["type"]],
         timestamp=row["timestamp"],
-        outcome=Outcome(row["outcome"]),
+        outcome=_OUTCOME_OF[row["outcome"]],
         ref=row["ref"],
         tool=row["tool"],
         chain=row["chain"],
         token_pair=row["token_pair"],
-        importance=Importance(row["importance"]),
+        importance=_IMPORTANCE_OF[row["importance"]],
         tick_id=row["tick_id"],
-        regime=Regime(regime) if regime is not None else None,
+        regime=_REGIME_OF[regime] if regime is not None else None,
         strategy=row["strategy"],
         actions=tuple(row["actions"] or ()),
         emotional_tag=row["emotional_tag"],
