@@ -161,7 +161,7 @@ def test_text_search_bm25_with_filters(tmp_path: Path) -> None:
         assert [e.id for e, _ in store.text_search("oracle", 5, EpisodeFilter(strategy="b"))] \
             == [eps[1].id]
         assert store.text_search("", 5) == []
-        assert store.text_search('" OR * AND :', 5) == []  # FTS5 syntax is inert
+        assert store.text_search('" OR * AND :', 5) == []  # punctuation only: no terms
         assert store.text_search("zebra", 5) == []
         assert store.text_search("pool", 0) == []
     with open_store(tmp_path) as store:
@@ -286,3 +286,14 @@ def test_open_and_flush_emit_log_events(tmp_path: Path) -> None:
     events = [e["event"] for e in logs]
     assert events[0] == "episodes.open" and "episodes.flush" in events
     assert events[-1] == "episodes.close"
+
+
+def test_public_surface() -> None:
+    """The module exports exactly the store and its filter; the verbs later layers use exist."""
+    import grimoire.stores.episodes as module
+
+    assert sorted(module.__all__) == ["EpisodeFilter", "EpisodeStore"]
+    for verb in ("open", "append", "flush", "maybe_flush", "compact", "get", "get_by_ref",
+                 "search", "text_search", "count", "recent", "scan", "vectors_for",
+                 "all_vectors", "stats", "close", "__enter__", "__exit__"):
+        assert callable(getattr(EpisodeStore, verb)), verb

@@ -135,12 +135,14 @@ class EpisodeIndex:
             code = table[value] = len(table)
         return code
 
-    def _grown(self, snap: Snapshot, need: int) -> Snapshot:
-        capacity = snap.vectors.shape[0]
-        if need <= capacity:
-            return snap
-        while capacity < need:
-            capacity *= 2
+    def _grown(self, snap: Snapshot, need: int, capacity: int | None = None) -> Snapshot:
+        """Room for ``need`` rows: doubling, or exactly ``capacity`` when given."""
+        if capacity is None:
+            capacity = snap.vectors.shape[0]
+            if need <= capacity:
+                return snap
+            while capacity < need:
+                capacity *= 2
 
         def grow(a: npt.NDArray[G]) -> npt.NDArray[G]:
             out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
@@ -181,12 +183,13 @@ class EpisodeIndex:
                 raise ValueError("flushed rows cannot follow buffered rows")
             chunks, starts = _append_chunk(snap.chunks, snap.chunk_starts, rows)
             flushed, pending = hi, ()
+        # ids before publishing (readers slice it to n), id and ref lookups after it (a
+        # position found there is always below the n a reader sees next).
+        self.ids.extend(ep.id for ep in episodes)
         self.snap = Snapshot(hi, snap.vectors, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, flushed, pending)
-        # After publishing: an id becomes visible once its row is readable.
         for i, ep in enumerate(episodes, start=lo):
-            self.ids.append(ep.id)
             self.pos_of[ep.id] = i
             if ep.ref is not None:
                 self.refs.setdefault(ep.ref, []).append(i)
@@ -201,7 +204,8 @@ class EpisodeIndex:
         n = table.num_rows
         if n == 0:
             return
-        snap = self._grown(self.snap, n)
+        # A quarter of headroom on open rather than the next power of two (up to 2x memory).
+        snap = self._grown(self.snap, n, capacity=max(MIN_CAPACITY, n + n // 4))
         snap.vectors[:n] = (
             table["vector"].combine_chunks().flatten().to_numpy().reshape(n, self.dim)
         )
