@@ -2,7 +2,7 @@
 
 Owns the inverted index: a vocabulary (term → id), an immutable CSR block of
 postings (term → positions, term frequencies) for the first ``base_n`` rows, a
-small append-only delta (term → [(position, tf)]) for rows added since, and
+small delta (per term, arrays grown by doubling) for rows added since, and
 each row's length. The delta is merged into a new CSR block every
 ``max(MIN_DELTA, base_n // 8)`` rows (a numpy concatenate and stable sort).
 
@@ -11,10 +11,10 @@ Why in memory (scripts/bench_episodes.py, one run, common-word queries): at
 at 100k 82-269 ms, 9-13 ms and 2.4-3.6 ms. FTS5 and LanceDB score every
 matching row through their query engines; here it is a few numpy gathers and
 one bincount, prefilters apply exactly before the top-k, and buffered rows
-are searchable at once. It is rebuilt from the stored texts on open (0.1 s at
-10k, ~0.6 s at 100k), so it needs no file of its own.
+are searchable at once. It is rebuilt from the stored texts on open (~0.15 s at
+10k, ~1.2 s at 100k), so it needs no file of its own.
 
-Tokens: lower-cased runs of letters, digits and ``_`` (pyarrow's RE2, one
+Tokens: lower-cased runs of letters, digits and ``_`` (Python regex word characters, one
 tokenizer for rows and queries), then Harman's S-stemmer (swaps → swap).
 Scores: Okapi BM25 (k1=1.2, b=0.75) with Lucene's non-negative idf.
 Concurrency as in ``episodes_index``: one writer, readers take ``self.snap``.
@@ -23,21 +23,22 @@ It must not do I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["TextIndex", "s_stem", "tokenize"]
 
 K1 = 1.2
 B = 0.75
-MIN_DELTA = 2048
+MIN_DELTA = 1024
 MAX_QUERY_TERMS = 64
-_SPLIT = r"[^\p{L}\p{N}_]+"
+_WORD = re.compile(r"\w+")
 
 
 def s_stem(word: str) -> str:
@@ -53,21 +54,19 @@ def s_stem(word: str) -> str:
 
 def tokenize(texts: Sequence[str] | pa.Array | pa.ChunkedArray
              ) -> tuple[npt.NDArray[np.int64], list[str], npt.NDArray[np.int64]]:
-    """(row of each token, distinct stemmed terms, term index of each token)."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()  # one dictionary for the whole batch below
-    elif not isinstance(texts, pa.Array):
-        texts = pa.array(texts, pa.string())
-    lists = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=_SPLIT)
-    rows = np.repeat(np.arange(len(lists), dtype=np.int64),
-                     pc.list_value_length(lists).to_numpy(zero_copy_only=False))
-    flat = pc.list_flatten(lists)
-    keep = pc.not_equal(flat, "")
-    flat = flat.filter(keep)
-    rows = rows[keep.to_numpy(zero_copy_only=False)]
-    encoded = pc.dictionary_encode(flat)
-    raw = encoded.dictionary.to_pylist()
-    stems = [s_stem(w) for w in raw]
+    """(row of each token, distinct stemmed terms, term index of each token).
+
+    One tokenizer for stored rows, new rows and queries (Python's ``re``; pyarrow's
+    RE2 was 2x faster in bulk but recompiles its pattern per call, ~0.8 ms, and
+    its Unicode classes and case folding differ from Python's at the edges).
+    """
+    if not isinstance(texts, list):
+        texts = texts.to_pylist() if isinstance(texts, pa.Array | pa.ChunkedArray) else list(texts)
+    token_lists = [_WORD.findall(t.lower()) for t in texts]
+    lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
+    rows = np.repeat(np.arange(len(token_lists), dtype=np.int64), lengths)
+    encoded = pa.array(list(chain.from_iterable(token_lists)), pa.string()).dictionary_encode()
+    stems = [s_stem(w) for w in encoded.dictionary.to_pylist()]
     distinct = list(dict.fromkeys(stems))
     stem_id = {s: i for i, s in enumerate(distinct)}
     raw_to_term = np.array([stem_id[s] for s in stems] or [0], dtype=np.int64)
@@ -76,12 +75,37 @@ def tokenize(texts: Sequence[str] | pa.Array | pa.ChunkedArray
 
 
 @dataclass(frozen=True, slots=True)
+class _Tail:
+    """A term's postings since the last merge: arrays grown by doubling, first ``count`` valid.
+
+    The writer fills slots past ``count`` and then replaces the whole ``_Tail`` in the
+    dict (one atomic assignment), so a reader's views are always complete.
+    """
+
+    docs: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.float32]
+    count: int
+
+    def plus(self, doc: int, tf: int) -> _Tail:
+        docs, tfs = self.docs, self.tfs
+        if self.count == docs.shape[0]:
+            docs = np.resize(docs, 2 * self.count)
+            tfs = np.resize(tfs, 2 * self.count)
+        docs[self.count] = doc
+        tfs[self.count] = tf
+        return _Tail(docs, tfs, self.count + 1)
+
+
+_EMPTY_TAIL = _Tail(np.zeros(0, np.int32), np.zeros(0, np.float32), 0)
+
+
+@dataclass(frozen=True, slots=True)
 class TextSnapshot:
     base_n: int  # rows covered by the CSR block
     starts: npt.NDArray[np.int64]  # term id → slice of docs/tfs (terms known at the merge)
     docs: npt.NDArray[np.int32]
     tfs: npt.NDArray[np.float32]
-    delta: dict[int, list[tuple[int, int]]]  # term id → (position, tf), rows >= base_n
+    delta: dict[int, _Tail]  # term id → postings of rows >= base_n
     lengths: npt.NDArray[np.float32]  # tokens per row (capacity; rows < n are valid)
 
 
@@ -139,7 +163,10 @@ class TextIndex:
         store[first:end] = lengths
         delta = snap.delta
         for term, pos, tf in zip(terms.tolist(), docs.tolist(), tfs.tolist(), strict=True):
-            delta.setdefault(term, []).append((pos, tf))  # list.append: atomic for readers
+            tail = delta.get(term)
+            if tail is None:
+                tail = _Tail(np.zeros(4, np.int32), np.zeros(4, np.float32), 0)
+            delta[term] = tail.plus(pos, tf)
         self._delta_rows += len(texts)
         if store is not snap.lengths:
             snap = TextSnapshot(snap.base_n, snap.starts, snap.docs, snap.tfs, delta, store)
@@ -152,16 +179,15 @@ class TextIndex:
         base_terms = np.repeat(np.arange(len(snap.starts) - 1, dtype=np.int64),
                                np.diff(snap.starts))
         add_terms, add_docs, add_tfs = [], [], []
-        for term, postings in snap.delta.items():
-            add_terms.append(np.full(len(postings), term, dtype=np.int64))
-            pairs = np.array(postings, dtype=np.int64).reshape(-1, 2)
-            add_docs.append(pairs[:, 0])
-            add_tfs.append(pairs[:, 1])
+        for term, tail in snap.delta.items():
+            add_terms.append(np.full(tail.count, term, dtype=np.int64))
+            add_docs.append(tail.docs[: tail.count].astype(np.int64))
+            add_tfs.append(tail.tfs[: tail.count])
         terms = np.concatenate([base_terms, *add_terms])
         # Stable: within a term, base positions come first and delta lists are in order.
         order = np.argsort(terms, kind="stable")
         docs = np.concatenate([snap.docs.astype(np.int64), *add_docs])[order]
-        tfs = np.concatenate([snap.tfs, *[t.astype(np.float32) for t in add_tfs]])[order]
+        tfs = np.concatenate([snap.tfs, *add_tfs])[order]
         starts = np.searchsorted(terms[order], np.arange(len(self.vocab) + 1)).astype(np.int64)
         self._delta_rows = 0
         return TextSnapshot(n, starts, docs.astype(np.int32), tfs, {}, snap.lengths)
@@ -212,10 +238,9 @@ class TextIndex:
             if snap.base_n > n:  # a snapshot newer than the caller's n: cut to n
                 cut = int(np.searchsorted(docs, n))
                 docs, tfs = docs[:cut], tfs[:cut]
-        extra = snap.delta.get(term)
-        if extra:
-            pairs = np.array(extra[: len(extra)], dtype=np.int64).reshape(-1, 2)
-            pairs = pairs[pairs[:, 0] < n]
-            docs = np.concatenate([docs, pairs[:, 0]])
-            tfs = np.concatenate([tfs, pairs[:, 1].astype(np.float64)])
+        tail = snap.delta.get(term, _EMPTY_TAIL)
+        if tail.count:
+            cut = int(np.searchsorted(tail.docs[: tail.count], n))  # positions ascend
+            docs = np.concatenate([docs, tail.docs[:cut].astype(np.int64)])
+            tfs = np.concatenate([tfs, tail.tfs[:cut].astype(np.float64)])
         return docs, tfs
