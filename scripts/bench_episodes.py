@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 import os
 import shutil
 import tempfile
@@ -110,8 +111,9 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, str]:
         np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
 
-    # --- batched append (default config: flush every 256 rows, compact every 50 flushes)
-    store = open_store(path, args.dim)
+    # --- batched append (default config: flush every 256 rows, compact every 50 flushes;
+    # versions are cleaned up at once (--cleanup-s 0) so the disk figure is the steady state)
+    store = open_store(path, args.dim, cleanup_older_than_s=args.cleanup_s)
     t = time.perf_counter()
     for s in range(0, n, args.batch):
         store.append(base[s:s + args.batch], vectors[s:s + args.batch])
@@ -209,14 +211,14 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, str]:
     r["get by id p50 in-memory / LanceDB (ms)"] = f"{ms(g)} / {ms(lg)}"
 
     stats = store.stats()
-    r["disk MB (LanceDB + journal/FTS5)"] = (
+    r["disk MB (LanceDB + journal)"] = (
         f"{stats['lance_bytes'] / 1e6:.1f} + {stats['journal_bytes'] / 1e6:.1f}")
     r["in-memory index MB"] = f"{stats['index_bytes'] / 1e6:.1f}"
     rows = stats["rows"]
     store.close()
 
     t = time.perf_counter()
-    reopened = open_store(path, args.dim)
+    reopened = open_store(path, args.dim, cleanup_older_than_s=args.cleanup_s)
     r["open = rebuild index (s)"] = f"{time.perf_counter() - t:.3f}"
     assert reopened.count() == rows
     reopened.close()
@@ -234,9 +236,15 @@ def main() -> None:
                         help="cap on LanceDB direct queries (slow at 100k)")
     parser.add_argument("--hash", action="store_true", help="HashEmbedder vectors")
     parser.add_argument("--no-lance-fts", action="store_true")
+    parser.add_argument("--cleanup-s", type=int, default=0,
+                        help="episodes.cleanup_older_than_s for the benchmark stores")
     parser.add_argument("--keep", type=Path, default=None, help="build stores here, keep them")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # LanceDB warns on cleanup 0 (unsafe with concurrent readers of old versions; none here)
+    # and on its deprecated create_fts_index.
+    warnings.filterwarnings("ignore", category=UserWarning, module="lancedb")
+    warnings.filterwarnings("ignore", message=".*create_fts_index.*")
     import lancedb  # noqa: F401  # import once up front (~1.5 s) so open times exclude it
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-episodes-"))
@@ -252,7 +260,7 @@ def main() -> None:
     colw = [max(len(c), *(len(results[n][m]) for m in names)) for c, n in zip(cols, results,
                                                                                 strict=True)]
     print(f"episodic store benchmark: dim={args.dim}, queries={args.queries}, k=10, "
-          f"vectors={'hash' if args.hash else 'random unit'}, "
+          f"vectors={'hash' if args.hash else 'random unit'}, cleanup={args.cleanup_s}s, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     print(f"| {'measure':<{width}} | " + " | ".join(
         f"{c:>{w}}" for c, w in zip(cols, colw, strict=True)) + " |")

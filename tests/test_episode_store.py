@@ -297,3 +297,17 @@ def test_public_surface() -> None:
                  "search", "text_search", "count", "recent", "scan", "vectors_for",
                  "all_vectors", "stats", "close", "__enter__", "__exit__"):
         assert callable(getattr(EpisodeStore, verb)), verb
+
+
+def test_refused_open_leaves_no_wrong_identity_behind(tmp_path: Path) -> None:
+    """A journal lost and an open with the wrong model refused: the right model still opens."""
+    from grimoire.stores.episodes_journal import JOURNAL_FILE
+
+    with open_store(tmp_path) as store:
+        add(store, make_episode())
+    (tmp_path / JOURNAL_FILE).unlink()
+    with pytest.raises(EmbeddingMismatchError):
+        EpisodeStore.open(tmp_path, model_id="other-model", dim=EMB.dim,
+                          config=EpisodesConfig(), clock=FrozenClock())
+    with open_store(tmp_path) as store:
+        assert store.count() == 1

@@ -1,7 +1,8 @@
 """The episodic store: append-only episodes in LanceDB, durable writes, fast reads.
 
 Owns ``EpisodeStore`` (the API the facade, retrieval, distiller and curator
-use) and composes three private parts, one module each:
+use) and composes private parts, one module each (plus ``episodes_schema``,
+the row format and validation, and ``episodes_recovery``, the open procedure):
 
 - ``episodes_journal``: apsw SQLite write-ahead journal (what makes ``append``
   durable: LanceDB never fsyncs);
@@ -17,7 +18,11 @@ journal (fsync), then makes them visible in memory; ``flush`` moves buffered
 rows to LanceDB in one ``add()``, fsyncs the new files, then drops the journal
 rows. On open, journal rows that LanceDB lacks are replayed (idempotent by id).
 
-Reads (any thread, no lock) see buffered rows too. Per-episode mutable
+Reads (any thread, no lock) see buffered rows too and never touch LanceDB or
+SQLite. Measured on this machine (scripts/bench_episodes.py, 10k rows):
+top-10 search ~0.5-2.5 ms in memory against 30-45 ms for LanceDB's flat
+search; BM25 ~1.6 ms against 8 ms (FTS5) and 13 ms (LanceDB FTS); get by id
+0.2-0.4 ms against 10-15 ms; a durable single append ~1 ms. Per-episode mutable
 bookkeeping (consolidated flag, access counts) is not kept here: episodes are
 append-only; the semantic store holds that. This module must not import other
 stores, retrieval or the curator.
@@ -119,6 +124,7 @@ class EpisodeStore:
         try:
             journal = Journal(directory / JOURNAL_FILE, model_id=model_id, dim=dim)
             lance = LanceEpisodes(directory, model_id=model_id, dim=dim)
+            journal.record_identity(model_id, dim)
             store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
                         journal=journal, lance=lance, lock_fd=lock_fd)
             result = recover(lance, journal, store._index, store._text)
@@ -336,7 +342,8 @@ class EpisodeStore:
             "lance_bytes": files["bytes"],
             "journal_bytes": journal_bytes,
             "disk_bytes": files["bytes"] + journal_bytes,
-            "index_bytes": int(snap.vectors.nbytes + sum(c.nbytes for c in snap.chunks)),
+            "index_bytes": int(snap.vectors.nbytes + sum(c.nbytes for c in snap.chunks)
+                               + self._text.nbytes),
             "flushes_since_compact": self._flushes_since_compact,
             "last_compact": self._last_compact,
             "embedding_model": self.model_id,

@@ -81,18 +81,31 @@ class Journal:
             self._db.execute(_DDL)
             self._db.execute(f"PRAGMA user_version={JOURNAL_VERSION}")
             meta = {str(k): str(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
-            if not meta:
-                self._db.executemany(
-                    "INSERT INTO meta(key, value) VALUES(?, ?)",
-                    [("embedding_model", model_id), ("embedding_dim", str(dim))],
-                )
-            elif (meta.get("embedding_model"), meta.get("embedding_dim")) != (model_id, str(dim)):
+            self._identity_recorded = bool(meta)
+            if meta and (meta.get("embedding_model"), meta.get("embedding_dim")) != (
+                model_id, str(dim)
+            ):
                 raise EmbeddingMismatchError(
                     f"{self.path} was built with embedding model "
                     f"{meta.get('embedding_model')!r} (dim {meta.get('embedding_dim')}) but "
                     f"the configuration uses {model_id!r} (dim {dim}): restore the old "
                     "embedding settings or use a new data directory"
                 )
+
+    def record_identity(self, model_id: str, dim: int) -> None:
+        """Write the embedding identity into a new journal (after the table's check passed,
+        so a refused open leaves no journal claiming the wrong model)."""
+        if self._identity_recorded:
+            return
+        try:
+            with self._db:
+                self._db.executemany(
+                    "INSERT INTO meta(key, value) VALUES(?, ?)",
+                    [("embedding_model", model_id), ("embedding_dim", str(dim))],
+                )
+        except apsw.Error as exc:
+            raise StoreError(f"episode journal write failed: {exc}") from exc
+        self._identity_recorded = True
 
     def write(self, episodes: Sequence[Episode], seqs: Sequence[int],
               vectors: npt.NDArray[np.float32]) -> None:

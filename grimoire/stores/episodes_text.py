@@ -192,6 +192,14 @@ class TextIndex:
         self._delta_rows = 0
         return TextSnapshot(n, starts, docs.astype(np.int32), tfs, {}, snap.lengths)
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory of the postings and row lengths (not the vocabulary dict)."""
+        snap = self.snap
+        tails = sum(t.docs.nbytes + t.tfs.nbytes for t in list(snap.delta.values()))
+        return int(snap.docs.nbytes + snap.tfs.nbytes + snap.starts.nbytes
+                   + snap.lengths.nbytes + tails)
+
     # ------------------------------------------------------------ reader side
 
     def search(self, n: int, query: str, k: int, mask: npt.NDArray[np.bool_] | None,
