@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import warnings
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
