@@ -8,8 +8,7 @@ Owns the recovery procedure run once by ``EpisodeStore.open``:
    crash after the add, before the journal cleanup: a "torn" flush) are
    skipped, so replay is idempotent;
 3. drop the journal rows (everything is durable in LanceDB now);
-4. re-index texts missing from FTS5 (only if the journal file was lost);
-5. fill the in-memory index.
+4. fill the in-memory vector index and build the BM25 text index.
 
 It must not be called on a store that is in use (open holds the store's lock).
 """
@@ -26,6 +25,7 @@ from grimoire.stores.episodes_index import EpisodeIndex
 from grimoire.stores.episodes_journal import Journal
 from grimoire.stores.episodes_lance import LanceEpisodes
 from grimoire.stores.episodes_schema import episodes_to_arrow
+from grimoire.stores.episodes_text import TextIndex
 
 __all__ = ["Recovery", "recover"]
 
@@ -37,7 +37,6 @@ class Recovery:
     rows: int
     replayed: int
     skipped: int
-    fts_rebuilt: int
     next_seq: int
 
 
@@ -60,7 +59,8 @@ def _ordered_unique(table: pa.Table) -> pa.Table:
     return table
 
 
-def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex) -> Recovery:
+def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
+            text: TextIndex) -> Recovery:
     stored = _ordered_unique(lance.read_all())
     present = set(stored["id"].to_pylist())
     pending = journal.pending()
@@ -75,17 +75,8 @@ def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex) -> Reco
         log.info("episodes.replay", rows=len(replay), skipped=len(pending) - len(replay))
     if pending:
         journal.release(max(seq for seq, _, _ in pending))
-    fts_rebuilt = 0
-    if journal.fts_count() < stored.num_rows:
-        indexed = journal.fts_rowids()
-        missing = [(seq, text) for seq, text in zip(stored["seq"].to_pylist(),
-                                                     stored["text"].to_pylist(), strict=True)
-                   if seq not in indexed]
-        journal.fts_add(missing)
-        fts_rebuilt = len(missing)
-        log.warning("episodes.fts.rebuilt", rows=fts_rebuilt)
     index.load(stored)
+    text.load(stored["text"])
     top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
     return Recovery(rows=stored.num_rows, replayed=len(replay),
-                    skipped=len(pending) - len(replay), fts_rebuilt=fts_rebuilt,
-                    next_seq=max(top, journal.max_seq()) + 1)
+                    skipped=len(pending) - len(replay), next_seq=max(top, journal.max_seq()) + 1)

@@ -10,7 +10,7 @@ Representation choices (measured on LanceDB 0.40, see the store docstring):
 ``metrics`` and ``prediction`` are ``map<string, float64>``: LanceDB filters
 them (``map_extract(metrics, 'gas_gwei')[1] > 30``), whereas its SQL has no
 usable JSON function for a JSON string column. ``seq`` is the store's own
-append counter: it orders rows on rebuild and is the FTS5 rowid.
+append counter: it orders rows when the index is rebuilt on open.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ __all__ = [
     "META_MODEL",
     "META_VERSION",
     "check_identity",
+    "check_k",
+    "check_vectors",
     "episode_from_json",
     "episode_to_json",
     "episodes_from_arrow",
@@ -222,6 +224,39 @@ def validate_episode(ep: object, where: str = "episodes") -> Episode:
     return ep
 
 
+_NORM_TOLERANCE = 1e-3
+
+
+def check_vectors(vectors: object, *, rows: int, dim: int, name: str) -> Matrix:
+    """A float32 (rows × dim) copy, finite, L2-normalised (rows off by > 1e-3 rescaled)."""
+    if not isinstance(vectors, np.ndarray):
+        raise ValidationError(f"must be a numpy array, got {type(vectors).__name__}", field=name)
+    if vectors.dtype != np.float32:
+        raise ValidationError(f"must have dtype float32, got {vectors.dtype}", field=name)
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        raise ValidationError(f"must have shape (n, {dim}), got {vectors.shape}", field=name)
+    if vectors.shape[0] != rows:
+        raise ValidationError(
+            f"has {vectors.shape[0]} rows for {rows} episodes (count mismatch)", field=name
+        )
+    if not np.isfinite(vectors).all():
+        raise ValidationError("contains NaN or infinite values", field=name)
+    out = np.array(vectors, dtype=np.float32, copy=True)
+    norms = np.linalg.norm(out, axis=1)
+    if (norms == 0).any():
+        raise ValidationError("contains an all-zero vector (no direction)", field=name)
+    off = np.abs(norms - 1.0) > _NORM_TOLERANCE
+    if off.any():
+        out[off] /= norms[off, None]
+    return out
+
+
+def check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValidationError("must be a non-negative integer", field="k")
+    return k
+
+
 # ---------------------------------------------------------------- conversions
 
 
@@ -263,21 +298,28 @@ def episodes_to_arrow(
     return pa.Table.from_pydict(columns, schema=schema)
 
 
+# Dict lookups: several times faster than calling the enum class, on every read.
+_TYPE_OF = {m.value: m for m in EpisodeType}
+_OUTCOME_OF = {m.value: m for m in Outcome}
+_IMPORTANCE_OF = {m.value: m for m in Importance}
+_REGIME_OF = {m.value: m for m in Regime}
+
+
 def _episode_from_row(row: Mapping[str, Any]) -> Episode:
     regime = row["regime"]
     return Episode(
         id=row["id"],
         text=row["text"],
-        type=EpisodeType(row["type"]),
+        type=_TYPE_OF[row["type"]],
         timestamp=row["timestamp"],
-        outcome=Outcome(row["outcome"]),
+        outcome=_OUTCOME_OF[row["outcome"]],
         ref=row["ref"],
         tool=row["tool"],
         chain=row["chain"],
         token_pair=row["token_pair"],
-        importance=Importance(row["importance"]),
+        importance=_IMPORTANCE_OF[row["importance"]],
         tick_id=row["tick_id"],
-        regime=Regime(regime) if regime is not None else None,
+        regime=_REGIME_OF[regime] if regime is not None else None,
         strategy=row["strategy"],
         actions=tuple(row["actions"] or ()),
         emotional_tag=row["emotional_tag"],
