@@ -243,7 +243,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     # LanceDB warns on cleanup 0 (unsafe with concurrent readers of old versions; none here)
     # and on its deprecated create_fts_index.
-    warnings.filterwarnings("ignore", category=UserWarning, module="lancedb")
+    warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
     warnings.filterwarnings("ignore", message=".*create_fts_index.*")
     import lancedb  # noqa: F401  # import once up front (~1.5 s) so open times exclude it
 

@@ -61,6 +61,8 @@ class Journal:
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            # Rows live here only until the next flush: keep the WAL file from staying large.
+            self._db.execute("PRAGMA journal_size_limit=4194304")
             self._db.setbusytimeout(5000)
             self._init_schema(model_id, dim)
         except apsw.Error as exc:
