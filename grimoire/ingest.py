@@ -101,7 +101,7 @@ def write_episodes(
     # caller's batch, whose errors name the item (episodes[i].field).
     episodes = validate_episodes(ctx, params_list, batch=atomic)
     ids: list[str] = ctx.writer.call_batched(
-        "episodes", episodes, lambda batches: _append_batch(ctx, batches)
+        "episodes", episodes, lambda batches: _append_batch(ctx, batches), weight=len(episodes)
     )
     return ids
 
@@ -128,9 +128,9 @@ def write_feed_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],
             log.warning("ingest.feed.rejected", tick=tick, index=index, error=str(exc))
     ids: list[str] = []
     for start in range(0, len(valid), MAX_BATCH):
+        chunk = valid[start:start + MAX_BATCH]
         ids.extend(ctx.writer.call_batched(
-            "episodes", valid[start:start + MAX_BATCH],
-            lambda batches: _append_batch(ctx, batches)))
+            "episodes", chunk, lambda batches: _append_batch(ctx, batches), weight=len(chunk)))
     return FeedIngest(ids, rejected)
 
 

@@ -183,6 +183,7 @@ def test_yaml_config_env_overrides_and_a_custom_socket(root: Path) -> None:
     try:
         wait_ready(proc, sock)
         assert not (root / "data" / "grimoire.sock").exists()
+        proc.send_signal(signal.SIGHUP)  # logged and ignored: no reload, no death
         with Client(sock) as client:
             status = _wait_for(lambda: (s := client.call("status"))["tick"] >= 5 and s)
         assert status["daemon"]["feed"] == "none"
@@ -191,6 +192,8 @@ def test_yaml_config_env_overrides_and_a_custom_socket(root: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+    events = [r["event"] for r in json_lines(proc.stdout.read().decode() if proc.stdout else "")]
+    assert "daemon.sighup.ignored" in events
 
 
 def test_the_daemon_has_no_network_sockets(root: Path) -> None:
