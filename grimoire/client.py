@@ -6,7 +6,9 @@
 
 A JSON-RPC error comes back as the matching ``GrimoireError`` subclass (by
 ``data.type``), so callers handle ``ValidationError`` or ``NotFoundError``
-the same way whether they use the facade in-process or the socket.
+the same way whether they use the facade in-process or the socket. Transport
+failures (no daemon, connection closed, no answer in time) are
+``ProtocolError``. A Client is one connection: use one per thread.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,24 +36,29 @@ class RemoteError(GrimoireError):
         self.data = data
 
 
-def _to_exception(error: dict[str, Any]) -> GrimoireError:
-    code = int(error.get("code", -32603))
+def _to_exception(error: Any) -> GrimoireError:
+    if not isinstance(error, dict):
+        return ProtocolError(f"malformed error object from the daemon: {error!r}")
+    code = error.get("code", -32603)
+    code = code if isinstance(code, int) else -32603
     message = str(error.get("message", "unknown error"))
     data = error.get("data") or {}
     kind = data.get("type") if isinstance(data, dict) else None
     cls = getattr(errors_module, kind, None) if isinstance(kind, str) else None
     if isinstance(cls, type) and issubclass(cls, GrimoireError) and cls is not GrimoireError:
         if cls is ValidationError:
-            exc: GrimoireError = ValidationError(message)
-            exc.field = data.get("field")  # type: ignore[attr-defined]
-            exc.args = (message,)
+            exc = ValidationError(message)
+            exc.field = data.get("field")
             return exc
-        return cls(message)
+        made: GrimoireError = cls(message)
+        return made
     return RemoteError(code, message, data)
 
 
 class Client:
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+    """One connection to the daemon; ``call`` sends a request and waits for its answer."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
         self.timeout = timeout
         self._sock: socket.socket | None = None
@@ -72,6 +80,11 @@ class Client:
         except ConnectionRefusedError:
             sock.close()
             raise ProtocolError(f"nothing is listening on {self.path}") from None
+        except PermissionError:
+            sock.close()
+            raise ProtocolError(
+                f"permission denied on {self.path}: the socket belongs to another user"
+            ) from None
         self._sock = sock
 
     def close(self) -> None:
@@ -91,7 +104,14 @@ class Client:
     def _read_line(self) -> bytes:
         assert self._sock is not None
         while b"\n" not in self._buffer:
-            chunk = self._sock.recv(65536)
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError:
+                self.close()
+                raise ProtocolError(
+                    f"no answer from the daemon within {self.timeout} s") from None
+            except ConnectionError:
+                chunk = b""
             if not chunk:
                 self.close()
                 raise ProtocolError("the daemon closed the connection")
@@ -99,16 +119,66 @@ class Client:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line
 
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Send one request and return its result, or raise its error."""
-        self.connect()
+    def _send(self, payload: bytes) -> None:
         assert self._sock is not None
-        req_id = next(self._ids)
-        payload = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
-        self._sock.sendall(json.dumps(payload, separators=(",", ":")).encode() + b"\n")
-        response = json.loads(self._read_line())
+        try:
+            self._sock.sendall(payload)
+        except (ConnectionError, TimeoutError):
+            self.close()
+            raise ProtocolError("the daemon closed the connection") from None
+
+    def _answer(self, req_id: int) -> Any:
+        try:
+            response = json.loads(self._read_line())
+        except ValueError as exc:
+            self.close()
+            raise ProtocolError(f"the daemon sent something that is not JSON: {exc}") from None
+        if not isinstance(response, dict):
+            raise ProtocolError(f"malformed answer from the daemon: {response!r}")
         if "error" in response:
+            if response.get("id") not in (req_id, None):
+                raise ProtocolError(f"answer for request {response.get('id')}, expected {req_id}")
             raise _to_exception(response["error"])
         if response.get("id") != req_id:
             raise ProtocolError(f"answer for request {response.get('id')}, expected {req_id}")
         return response.get("result")
+
+    @staticmethod
+    def _request(req_id: int, method: str, params: dict[str, Any] | None) -> bytes:
+        payload = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Send one request and return its result, or raise its error."""
+        self.connect()
+        req_id = next(self._ids)
+        self._send(self._request(req_id, method, params))
+        return self._answer(req_id)
+
+    def call_many(self, method: str, params_list: Sequence[dict[str, Any]], *,
+                  window: int = 32) -> list[Any]:
+        """Pipeline many requests on this connection; one result or error object per request.
+
+        Up to ``window`` requests are in flight at once (the daemon answers them in
+        order), so a long list costs about one round trip per window, not one per
+        item, and neither side's socket buffer can fill up while the other waits.
+        Errors are returned in place, not raised, so one missing id does not hide
+        the rest.
+        """
+        self.connect()
+        ids = [next(self._ids) for _ in params_list]
+        requests = [self._request(i, method, p) for i, p in zip(ids, params_list, strict=True)]
+        out: list[Any] = []
+        sent = 0
+        for index, req_id in enumerate(ids):
+            upto = min(len(ids), index + max(1, window))
+            if sent < upto:
+                self._send(b"".join(requests[sent:upto]))
+                sent = upto
+            try:
+                out.append(self._answer(req_id))
+            except ProtocolError:
+                raise
+            except GrimoireError as exc:
+                out.append(exc)
+        return out

@@ -1,35 +1,56 @@
 """``grimoire run``: the long-running service: socket server plus heartbeat, until signalled.
 
-The heartbeat is scheduled on the monotonic clock; when a tick overruns or the
-machine stalls, the missed ticks are skipped (and logged), never replayed in a
-burst. Signal handlers only set flags: SIGTERM or SIGINT starts a drain (stop
-accepting, finish in-flight requests, stop the writer after its queue, flush
-and close the stores, remove the socket, exit 0); a second signal exits at
-once. With ``--speed`` the daemon's clock runs faster than the wall clock,
-for demos on the simulated feed.
+The heartbeat is scheduled on the monotonic clock (``TickSchedule``); when a
+tick overruns or the machine stalls, the missed ticks are skipped (counted
+and logged), never replayed in a burst. ``Daemon.step()`` is one iteration
+(run the tick if it is due, then reschedule), so tests drive the loop with a
+fake monotonic clock and no sleeping.
+
+Signal handlers only set flags: SIGTERM or SIGINT starts a drain (stop
+accepting, close idle connections, finish in-flight requests, let the
+running tick end, stop the writer after its queue, flush and close the
+stores, remove the socket, exit 0); a second signal exits at once with
+128 + signal. A signal that arrives while the stores are still opening is
+honoured as soon as they are open. SIGHUP is logged and ignored (a config
+reload is not supported: restart to apply changes), so a closed terminal
+does not kill the daemon without a drain.
+
+With ``--speed`` the daemon's clock runs faster than the wall clock, for
+demos on the simulated feed; it never runs backwards across restarts. The
+``jsonl:PATH`` feed's byte offset is persisted with every tick, so a restart
+continues where the last completed tick stopped (lines of a tick interrupted
+by a crash may be ingested twice: at least once, never lost).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import structlog
 
 from grimoire.clock import SystemClock
 from grimoire.config import Config
-from grimoire.errors import GrimoireError
-from grimoire.feeds import Feed, make_feed
+from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
+from grimoire.heartbeat import run_tick
 from grimoire.server import Server
 
-__all__ = ["AcceleratedClock", "Daemon", "run_daemon"]
+__all__ = ["AcceleratedClock", "Daemon", "TickSchedule", "open_feed", "run_daemon"]
 
 log = structlog.get_logger()
+
+DEFAULT_TICK_SECONDS = 40.0
+JSONL_META = "feed.jsonl"
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class AcceleratedClock:
@@ -44,7 +65,39 @@ class AcceleratedClock:
         return self.start_ms + int((time.monotonic() - self._mono0) * 1000 * self.speed)
 
 
-DEFAULT_TICK_SECONDS = 40.0
+class TickSchedule:
+    """When heartbeat ticks are due, in monotonic seconds; missed ticks are skipped.
+
+    Ticks fall on the boundaries ``start + k·interval``. After a tick that ended
+    at ``now``, the next one is the first boundary after the one just run that
+    is not in the past; the boundaries that passed during an overrun or a stall
+    are counted as skipped.
+    """
+
+    def __init__(self, interval_s: float, start: float) -> None:
+        if not interval_s > 0:
+            raise ValueError("interval_s must be > 0")
+        self.interval_s = float(interval_s)
+        self.next_due = float(start) + self.interval_s
+        self.skipped = 0
+
+    def delay(self, now: float) -> float:
+        """Seconds until the next tick is due (0 when it is due)."""
+        return max(0.0, self.next_due - now)
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_due
+
+    def advance(self, now: float) -> int:
+        """Move past the tick just run (it ended at ``now``); returns the ticks skipped."""
+        nxt = self.next_due + self.interval_s
+        skipped = 0
+        if nxt < now:
+            skipped = math.ceil((now - nxt) / self.interval_s)
+            nxt += skipped * self.interval_s
+        self.next_due = nxt
+        self.skipped += skipped
+        return skipped
 
 
 def tick_seconds(config: Config, feed: Feed) -> float:
@@ -54,33 +107,116 @@ def tick_seconds(config: Config, feed: Feed) -> float:
     return feed.tick_seconds_hint or DEFAULT_TICK_SECONDS
 
 
+def _jsonl_key(path: Path) -> str:
+    return str(path.expanduser().resolve())
+
+
+def open_feed(config: Config, g: Grimoire) -> Feed:
+    """The configured feed; a ``jsonl`` feed resumes at the offset persisted for its path."""
+    d = config.daemon
+    offset = 0
+    kind, sep, arg = d.feed.strip().partition(":")
+    if kind == "jsonl" and sep and arg.strip():
+        saved = g.context.semantic.get_meta(JSONL_META, None)
+        if isinstance(saved, dict) and saved.get("path") == _jsonl_key(Path(arg.strip())):
+            offset = int(saved.get("offset", 0))
+    feed = make_feed(d.feed, scenario=d.scenario, seed=d.seed, offset=offset)
+    if offset:
+        log.info("feed.jsonl.resume", path=arg.strip(), offset=offset)
+    return feed
+
+
 class Daemon:
-    def __init__(self, g: Grimoire, feed: Feed, config: Config) -> None:
+    """The heartbeat and the socket server around one open Grimoire."""
+
+    def __init__(self, g: Grimoire, feed: Feed, config: Config, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.g = g
         self.feed = feed
         self.config = config
         self.tick_seconds = tick_seconds(config, feed)
         self.interval_s = self.tick_seconds / max(config.daemon.speed, 1e-9)
-        self._stop = asyncio.Event()
+        self._monotonic = monotonic
+        self.schedule = TickSchedule(self.interval_s, monotonic())
+        self._stop: asyncio.Event | None = None
         self._signals = 0
         self.ticks_run = 0
-        self.ticks_skipped = 0
+        self.ticks_failed = 0
+        self._feed_rejected_seen = 0
+        self.server: Server | None = None
         self._tick_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
+        g.context.extras["daemon_status"] = self.stats
+
+    # -- state ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(), "feed": self.feed.name, "tick_seconds": self.tick_seconds,
+            "interval_s": self.interval_s, "ticks_run": self.ticks_run,
+            "ticks_skipped": self.schedule.skipped, "ticks_failed": self.ticks_failed,
+            "server": self.server.stats() if self.server is not None else None,
+        }
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
 
     def request_stop(self, signum: int | None = None) -> None:
+        """First call: drain and stop. A second signal: exit at once."""
         self._signals += 1
-        if self._signals > 1:
+        if self._signals > 1 and signum is not None:
             log.warning("daemon.exit.immediate", signal=signum)
-            os._exit(130)
+            os._exit(128 + signum)
         log.info("daemon.draining", signal=signum)
-        self._stop.set()
+        if self._stop is not None:
+            self._stop.set()
+
+    # -- the heartbeat --------------------------------------------------------------------
+
+    def step(self, now: float | None = None) -> dict[str, Any] | None:
+        """One loop iteration at monotonic ``now``: run the tick if due; None if it was not."""
+        now = self._monotonic() if now is None else now
+        if not self.schedule.due(now):
+            return None
+        try:
+            summary = self._one_tick()
+        except Exception:
+            self.ticks_failed += 1
+            raise
+        finally:
+            self.ticks_run += 1
+            skipped = self.schedule.advance(self._monotonic())
+            if skipped:
+                log.warning("heartbeat.ticks.skipped", skipped=skipped,
+                            total=self.schedule.skipped, interval_s=self.interval_s)
+        return summary
+
+    def _feed_meta(self) -> dict[str, Any]:
+        if isinstance(self.feed, JsonlFeed):
+            return {JSONL_META: {"path": _jsonl_key(self.feed.path), "offset": self.feed.offset}}
+        return {}
+
+    def _one_tick(self) -> dict[str, Any]:
+        ctx = self.g.context
+        now = ctx.now()
+        episodes = self.feed.poll(ctx.tick + 1, now)
+        feed_rejected = 0
+        if isinstance(self.feed, JsonlFeed):
+            feed_rejected = self.feed.rejected - self._feed_rejected_seen
+            self._feed_rejected_seen = self.feed.rejected
+        summary = run_tick(ctx, now=now, feed_episodes=episodes,
+                           source=None if self.feed.name == "none" else self.feed.name,
+                           meta=self._feed_meta(), feed_rejected=feed_rejected)
+        if "curator" in summary:
+            log.info("heartbeat.curator", tick=summary["tick"], **summary["curator"])
+        return summary
 
     async def _heartbeat(self) -> None:
+        assert self._stop is not None
         loop = asyncio.get_running_loop()
-        next_due = time.monotonic() + self.interval_s
         max_ticks = self.config.daemon.max_ticks
         while not self._stop.is_set():
-            delay = next_due - time.monotonic()
+            delay = self.schedule.delay(self._monotonic())
             if delay > 0:
                 try:
                     await asyncio.wait_for(self._stop.wait(), timeout=delay)
@@ -88,65 +224,98 @@ class Daemon:
                 except TimeoutError:
                     pass
             try:
-                await loop.run_in_executor(self._tick_executor, self._one_tick)
-            except GrimoireError as exc:
-                log.error("heartbeat.tick.failed", error=str(exc), type=type(exc).__name__)
-            self.ticks_run += 1
+                await loop.run_in_executor(self._tick_executor, self.step)
+            except Exception as exc:  # logged loudly; the daemon keeps serving and ticking
+                log.error("heartbeat.tick.failed", error=repr(exc), type=type(exc).__name__,
+                          exc_info=exc)
             if max_ticks is not None and self.ticks_run >= max_ticks:
                 log.info("daemon.max_ticks.reached", ticks=self.ticks_run)
                 self._stop.set()
                 return
-            next_due += self.interval_s
-            behind = time.monotonic() - next_due
-            if behind > self.interval_s:
-                skipped = int(behind // self.interval_s)
-                self.ticks_skipped += skipped
-                next_due += skipped * self.interval_s
-                log.warning("heartbeat.ticks.skipped", skipped=skipped)
 
-    def _one_tick(self) -> dict[str, Any]:
-        ctx = self.g.context
-        now = ctx.now()
-        episodes = self.feed.poll(ctx.tick + 1, now)
-        summary = self.g.tick(now=now, feed_episodes=episodes)
-        if "curator" in summary:
-            log.info("heartbeat.curator", tick=summary["tick"], **summary["curator"])
-        return summary
+    # -- running --------------------------------------------------------------------------
 
-    async def run(self) -> int:
+    async def run(self, *, pending_signal: int | None = None) -> int:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        self._stop = asyncio.Event()
+        for signum in _STOP_SIGNALS:
             loop.add_signal_handler(signum, self.request_stop, signum)
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        if pending_signal is not None:  # signalled while the stores were opening
+            self.request_stop(pending_signal)
+            return 0
         d = self.config.daemon
-        server = Server(self.g, self.config.socket, max_request_bytes=d.max_request_bytes,
-                        max_connections=d.max_connections, idle_timeout_s=d.idle_timeout_s)
-        await server.start()
+        self.server = Server(self.g, self.config.socket, max_request_bytes=d.max_request_bytes,
+                             max_connections=d.max_connections, idle_timeout_s=d.idle_timeout_s,
+                             data_dir=Path(self.config.data_dir))
+        await self.server.start()
+        self.schedule = TickSchedule(self.interval_s, self._monotonic())
         log.info("daemon.ready", socket=str(self.config.socket), tick_s=self.interval_s,
-                 feed=d.feed, pid=os.getpid())
+                 feed=d.feed, pid=os.getpid(), tick=self.g.context.tick)
         heartbeat = asyncio.create_task(self._heartbeat())
         await self._stop.wait()
-        await server.stop()
+        await self.server.stop()
         await heartbeat
         self._tick_executor.shutdown(wait=True)
         return 0
 
+    @staticmethod
+    def _on_sighup() -> None:
+        log.warning("daemon.sighup.ignored",
+                    reason="config reload is not supported; restart the daemon to apply changes")
+
+
+class _EarlySignals:
+    """Stop signals that arrive before the event loop runs: the first is remembered."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def install(self) -> None:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, self._handle)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.first is not None:
+            os._exit(128 + signum)  # a second signal: exit at once
+        self.first = signum
+
+    def immediate(self) -> None:
+        """While closing the stores after the loop: any stop signal exits at once."""
+        self.first = self.first or signal.SIGTERM
+        self.install()
+
 
 def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
+    started = time.monotonic()
+    early = _EarlySignals()
+    early.install()
+    log.info("daemon.starting", pid=os.getpid(), data_dir=config.data_dir,
+             model=config.embedding.model)
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)
     g = Grimoire.open(config=config, clock=clock)
-    if isinstance(clock, AcceleratedClock):
-        # Never let accelerated time run backwards across restarts.
-        clock.start_ms = max(clock.start_ms, int(g.context.semantic.get_meta("clock_ms", 0)))
-    feed = make_feed(config.daemon.feed, scenario=config.daemon.scenario, seed=config.daemon.seed)
     try:
-        code = asyncio.run(Daemon(g, feed, config).run())
-    finally:
-        feed.close()
         if isinstance(clock, AcceleratedClock):
-            g.context.writer.call(lambda: g.context.semantic.set_meta("clock_ms", clock()))
+            # Never let accelerated time run backwards across restarts (or a kill -9).
+            semantic = g.context.semantic
+            clock.start_ms = max(clock.start_ms, int(semantic.get_meta("clock_ms", 0)),
+                                 int(semantic.get_meta("last_tick_ms", 0)))
+        feed = open_feed(config, g)
+        daemon = Daemon(g, feed, config)
+        log.info("daemon.opened", seconds=round(time.monotonic() - started, 3))
+        try:
+            code = asyncio.run(daemon.run(pending_signal=early.first))
+        finally:
+            early.immediate()
+            feed.close()
+            if isinstance(clock, AcceleratedClock):
+                g.context.writer.call(lambda: g.context.semantic.set_meta("clock_ms", clock()))
+    finally:
         g.close()
-    log.info("daemon.stopped", code=code)
+    log.info("daemon.stopped", code=code, ticks=daemon.ticks_run,
+             skipped=daemon.schedule.skipped)
     return code

@@ -1,12 +1,25 @@
-"""One heartbeat tick: write the feed's episodes, flush, distil and curate when due.
+"""One heartbeat tick: ingest the feed's episodes, flush, distil and curate when due.
 
-``run_tick(ctx, now, feed_episodes)`` is the whole body of a tick and takes
-``now`` explicitly, so tests drive ticks one at a time without sleeping (the
-daemon's loop in ``daemon.py`` only decides *when* to call it). The schedule:
-distillation for a strategy after ``distiller.every_episodes`` new episodes
-in it, the curator every ``curator.every_ticks`` ticks. Both are hooks on the
-Context that the facade wires at open; an unwired hook is reported as such in
-the tick's summary, never faked.
+``run_tick(ctx, now=…, feed_episodes=…)`` is the whole body of a tick and
+takes ``now`` explicitly, so tests drive ticks one at a time without sleeping
+(the daemon's loop in ``daemon.py`` only decides *when* to call it). Each
+tick:
+
+1. increments the tick counter;
+2. writes the feed's episodes (each valid one; bad ones are refused and
+   counted) and emits SPEC §12's ``IngestResult`` {written, rejected};
+3. on the writer thread, in one SQLite transaction: lets the episode store
+   flush its LanceDB buffer (which compacts on its own schedule) and persists
+   ``tick``, ``last_tick_ms`` and any extra ``meta`` the caller passes (the
+   jsonl feed's byte offset);
+4. distils each strategy that has ``distiller.every_episodes`` new episodes
+   (``Context.distill_hook``), and runs the curator every
+   ``curator.every_ticks`` ticks (``Context.curator_hook``).
+
+An unwired hook is reported as such in the tick's summary, never faked. A
+hook that fails is logged with its traceback and reported in the summary;
+the tick itself (and the data already written) stands, and the next due
+hook still runs. This module must not decide timing or read the wall clock.
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ from typing import Any
 import structlog
 
 from grimoire.context import Context
-from grimoire.ingest import write_episodes
+from grimoire.ingest import write_feed_episodes
 
 __all__ = ["due_strategies", "run_tick"]
 
@@ -34,35 +47,76 @@ def due_strategies(ctx: Context) -> list[str]:
     return due
 
 
+def _hook_failed(name: str, tick: int, exc: Exception, **fields: Any) -> dict[str, Any]:
+    # A failing hook must not stop the heartbeat (the agent keeps writing and the next
+    # cycle may succeed), but it must be loud: logged at error level with the traceback.
+    log.error("heartbeat.hook.failed", hook=name, tick=tick, error=repr(exc), exc_info=exc,
+              **fields)
+    return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def run_tick(
-    ctx: Context, *, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
+    ctx: Context,
+    *,
+    now: int | None = None,
+    feed_episodes: Sequence[Mapping[str, Any]] = (),
+    source: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    feed_rejected: int = 0,
 ) -> dict[str, Any]:
+    """Run one tick at ``now`` (unix ms; default the context's clock); returns its summary.
+
+    ``source`` names the feed in the IngestResult event; without one, the event is
+    emitted (as source "feed") only when ``feed_episodes`` is not empty.
+    ``meta`` is persisted with the tick counter in the same transaction;
+    ``feed_rejected`` counts items the feed itself refused (a tailed file's bad
+    lines), reported in the IngestResult with the ones refused here.
+    """
     now = ctx.now() if now is None else int(now)
     with ctx.state_lock:
         ctx.tick += 1
         tick = ctx.tick
-    written = write_episodes(ctx, list(feed_episodes)) if feed_episodes else []
+    ingest = write_feed_episodes(ctx, feed_episodes, tick)
+    rejected = len(ingest.rejected) + feed_rejected
+    summary: dict[str, Any] = {"tick": tick, "now": now, "written": len(ingest.ids),
+                               "rejected": rejected}
+    if source is not None or feed_episodes or rejected:
+        ctx.events.emit("IngestResult", now, source=source or "feed", tick=tick,
+                        written=len(ingest.ids), rejected=rejected)
 
-    def flush_and_persist() -> None:
-        ctx.episodes.maybe_flush(now)
-        ctx.semantic.set_meta("tick", tick)
+    def flush_and_persist() -> int:
+        flushed = ctx.episodes.maybe_flush(now)
+        with ctx.semantic.transaction():
+            ctx.semantic.set_meta("tick", tick)
+            ctx.semantic.set_meta("last_tick_ms", now)
+            for key, value in (meta or {}).items():
+                ctx.semantic.set_meta(key, value)
+        return flushed
 
-    ctx.writer.call(flush_and_persist)
-    summary: dict[str, Any] = {"tick": tick, "now": now, "written": len(written)}
+    summary["flushed"] = ctx.writer.call(flush_and_persist)
 
     distilled: list[dict[str, Any]] = []
     for key in due_strategies(ctx):
+        strategy = key or None
         if ctx.distill_hook is None:
-            distilled.append({"strategy": key or None, "skipped": "no distiller wired"})
+            distilled.append({"strategy": strategy, "skipped": "no distiller wired"})
             continue
-        distilled.append({"strategy": key or None, **ctx.distill_hook(ctx, key or None, now)})
+        try:
+            distilled.append({"strategy": strategy,
+                              **ctx.distill_hook(ctx, strategy, now)})
+        except Exception as exc:
+            distilled.append({"strategy": strategy,
+                              **_hook_failed("distill", tick, exc, strategy=strategy)})
     if distilled:
         summary["distilled"] = distilled
 
     if tick % ctx.config.curator.every_ticks == 0:
-        if ctx.curator_hook is not None:
-            summary["curator"] = dict(ctx.curator_hook(ctx, now))
-        else:
+        if ctx.curator_hook is None:
             summary["curator"] = {"skipped": "no curator wired"}
+        else:
+            try:
+                summary["curator"] = dict(ctx.curator_hook(ctx, now))
+            except Exception as exc:
+                summary["curator"] = _hook_failed("curator", tick, exc)
     log.debug("heartbeat.tick", **{k: v for k, v in summary.items() if k != "distilled"})
     return summary

@@ -11,6 +11,7 @@ episode ids and never un-acknowledges a durable write.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,12 +22,21 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
 from grimoire.records import Episode, episode_from_params
 
-__all__ = ["MAX_BATCH", "count_for_distillation", "get_episode", "validate_episodes",
-           "write_episodes"]
+__all__ = ["MAX_BATCH", "FeedIngest", "count_for_distillation", "get_episode",
+           "validate_episodes", "write_episodes", "write_feed_episodes"]
 
 log = structlog.get_logger()
 
 MAX_BATCH = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class FeedIngest:
+    """What one tick's feed ingest did: the ids written and the params refused (index, why)."""
+
+    ids: list[str]
+    rejected: list[tuple[int, str]]
+
 
 def count_for_distillation(ctx: Context, episodes: Sequence[Episode], _: np.ndarray) -> None:
     """Post-write hook: count new episodes per strategy for the distillation schedule."""
@@ -36,8 +46,13 @@ def count_for_distillation(ctx: Context, episodes: Sequence[Episode], _: np.ndar
             ctx.since_distill[key] = ctx.since_distill.get(key, 0) + 1
 
 
-def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]]) -> list[Episode]:
-    """Build Episodes from untrusted params; the first bad one raises, naming its index."""
+def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]], *,
+                      batch: bool = True) -> list[Episode]:
+    """Build Episodes from untrusted params; the first bad one raises, naming its index.
+
+    With ``batch`` (``episode.write_batch``) a bad field is named
+    ``episodes[i].field``; a single ``episode.write`` names just ``field``.
+    """
     if not isinstance(params_list, Sequence) or isinstance(params_list, str | bytes):
         raise ValidationError("must be a list of episode objects", field="episodes")
     if not params_list:
@@ -50,7 +65,7 @@ def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]]) ->
         try:
             out.append(episode_from_params(params, id=new_id(now), now_ms=now))
         except ValidationError as exc:
-            if len(params_list) == 1:
+            if not batch:
                 raise
             where = f"episodes[{index}]" + (f".{exc.field}" if exc.field else "")
             raise ValidationError(str(exc).split(": ", 1)[-1], field=where) from None
@@ -82,12 +97,41 @@ def write_episodes(
     A batch is all or nothing: it is validated completely before anything is
     written, and appended in one journal transaction.
     """
-    del atomic  # every call is atomic: one validated list, one durable append
-    episodes = validate_episodes(ctx, params_list)
+    # Every call is atomic (one validated list, one durable append); ``atomic`` marks a
+    # caller's batch, whose errors name the item (episodes[i].field).
+    episodes = validate_episodes(ctx, params_list, batch=atomic)
     ids: list[str] = ctx.writer.call_batched(
-        "episodes", episodes, lambda batches: _append_batch(ctx, batches)
+        "episodes", episodes, lambda batches: _append_batch(ctx, batches), weight=len(episodes)
     )
     return ids
+
+
+def write_feed_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],
+                        tick: int) -> FeedIngest:
+    """Write a feed's episodes for one tick: each valid one is stored, each bad one refused.
+
+    Unlike an agent's batch, a feed is not all or nothing: one malformed line
+    from a tailed file must not cost the tick's other episodes. The refusals are
+    logged (``ingest.feed.rejected``) and counted in the tick's IngestResult. An
+    episode without a ``tick_id`` gets this tick's.
+    """
+    now = ctx.now()
+    valid: list[Episode] = []
+    rejected: list[tuple[int, str]] = []
+    for index, params in enumerate(params_list):
+        if isinstance(params, Mapping) and "tick_id" not in params:
+            params = {**params, "tick_id": tick}
+        try:
+            valid.append(episode_from_params(params, id=new_id(now), now_ms=now))
+        except ValidationError as exc:
+            rejected.append((index, str(exc)))
+            log.warning("ingest.feed.rejected", tick=tick, index=index, error=str(exc))
+    ids: list[str] = []
+    for start in range(0, len(valid), MAX_BATCH):
+        chunk = valid[start:start + MAX_BATCH]
+        ids.extend(ctx.writer.call_batched(
+            "episodes", chunk, lambda batches: _append_batch(ctx, batches), weight=len(chunk)))
+    return FeedIngest(ids, rejected)
 
 
 def get_episode(ctx: Context, id: str) -> dict[str, Any]:

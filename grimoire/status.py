@@ -2,7 +2,10 @@
 
 Counts per store and status, the last curator cycle, the health metrics of
 SPEC §12 where their data exists, the embedding model, the writer's queue,
-and the most recent SPEC §12 events. Read-only.
+the daemon's heartbeat and socket counters when a daemon runs, the most
+recent SPEC §12 events and the latest one of each kind (a busy feed's
+IngestResult every tick would otherwise push a rare CuratorCycleComplete out
+of view). Read-only.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from typing import Any
 from grimoire import __version__
 from grimoire.context import Context
 
-__all__ = ["HEALTH_METRICS", "status"]
+__all__ = ["EVENT_KINDS", "HEALTH_METRICS", "status"]
+
+#: SPEC §12's events.
+EVENT_KINDS = ("GrimoireWrite", "GrimoireDecay", "CuratorCycleComplete", "IngestResult")
 
 #: name -> fn(ctx) computing one health metric (SPEC §12); areas register theirs.
 HEALTH_METRICS: dict[str, Callable[[Context], Any]] = {}
@@ -23,6 +29,11 @@ def status(ctx: Context) -> dict[str, Any]:
     health: dict[str, Any] = {}
     for name, fn in sorted(HEALTH_METRICS.items()):
         health[name] = fn(ctx)
+    daemon = ctx.extras.get("daemon_status")
+    latest = {}
+    for kind in EVENT_KINDS:
+        found = ctx.events.recent(1, kind)
+        latest[kind] = found[0] if found else None
     return {
         "version": __version__,
         "data_dir": str(ctx.data_dir),
@@ -36,5 +47,7 @@ def status(ctx: Context) -> dict[str, Any]:
         "last_curator_cycle": ctx.semantic.get_meta("last_curator_cycle", None),
         "health": health,
         "llm": ctx.extras.get("llm_stats", {"configured": ctx.config.llm.base_url is not None}),
+        "daemon": daemon() if callable(daemon) else None,
         "events": ctx.events.recent(20),
+        "last_events": latest,
     }

@@ -4,7 +4,11 @@ SQLite, LMDB and LanceDB each want one writer; funnelling all mutations
 through one thread gives them that, and lets concurrent episode writes be
 group-committed: jobs submitted with the same ``batch_key`` that are waiting
 in the queue together are handed to their handler as one list (one embedding
-batch, one durable commit), and each caller still gets its own result.
+batch, one durable commit), and each caller still gets its own result. A
+group is capped by job count (``max_batch``) and by total ``weight`` (the
+episodes in it, ``max_weight``), so eight clients sending 1,000-episode
+batches do not become one 8,000-text embedding that stalls every other
+mutation; a single job heavier than the cap still runs, alone.
 
 Callers block on a ``Future``; a call made from the writer thread itself runs
 inline (a curator phase that writes must not deadlock on its own queue). The
@@ -39,14 +43,16 @@ class _Job:
     fn: Callable[[], Any] | None = None
     batch_key: str | None = None
     payload: Any = None
+    weight: int = 1
     handler: Callable[[Sequence[Any]], Sequence[Any]] | None = field(default=None, repr=False)
 
 
 class Writer:
-    def __init__(self, *, max_queue: int = 10_000, max_batch: int = 256,
+    def __init__(self, *, max_queue: int = 10_000, max_batch: int = 256, max_weight: int = 256,
                  name: str = "grimoire-writer") -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._max_batch = max_batch
+        self._max_weight = max_weight
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._accepting = True
         self._pending: _Job | None = None  # a job taken while batching that must run next
@@ -78,16 +84,19 @@ class Writer:
         return future.result()
 
     def call_batched(
-        self, batch_key: str, payload: Any, handler: Callable[[Sequence[Any]], Sequence[Any]]
+        self, batch_key: str, payload: Any, handler: Callable[[Sequence[Any]], Sequence[Any]],
+        *, weight: int = 1,
     ) -> Any:
         """Run ``handler([payload, …])`` on the writer thread, batched with same-key jobs.
 
         ``handler`` must return one result per payload, in order. If it raises,
-        every caller in that batch gets the exception.
+        every caller in that batch gets the exception. ``weight`` (e.g. the
+        number of episodes in ``payload``) counts against ``max_weight``.
         """
         if self.on_writer_thread():
             return handler([payload])[0]
-        job = _Job(Future(), batch_key=batch_key, payload=payload, handler=handler)
+        job = _Job(Future(), batch_key=batch_key, payload=payload, handler=handler,
+                   weight=max(1, int(weight)))
         return self._put(job).result()
 
     # -- the loop -------------------------------------------------------------------------
@@ -120,15 +129,18 @@ class Writer:
 
     def _run_batch(self, first: _Job) -> None:
         jobs = [first]
-        while len(jobs) < self._max_batch:
+        weight = first.weight
+        while len(jobs) < self._max_batch and weight < self._max_weight:
             try:
                 nxt = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if nxt is _STOP or nxt.batch_key != first.batch_key:
+            if (nxt is _STOP or nxt.batch_key != first.batch_key
+                    or weight + nxt.weight > self._max_weight):
                 self._pending = nxt  # keep order: it runs right after this batch
                 break
             jobs.append(nxt)
+            weight += nxt.weight
         live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
         assert first.handler is not None
         try:

@@ -86,3 +86,30 @@ def test_full_queue_is_busy_and_stop_refuses_new_work() -> None:
     assert w.stop()
     with pytest.raises(BusyError, match="shutting down"):
         w.call(lambda: 1)
+
+
+def test_a_group_is_capped_by_weight_and_keeps_submission_order() -> None:
+    """Heavy jobs (many episodes each) are grouped up to max_weight; order is kept."""
+    w = Writer(max_weight=10)
+    gate = threading.Event()
+    started = threading.Event()
+    groups: list[list[int]] = []
+
+    def handler(payloads: Sequence[int]) -> list[int]:
+        groups.append(list(payloads))
+        return list(payloads)
+
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()
+    weights = [4, 4, 4, 30, 1, 1]
+    futures = []
+    for i, weight in enumerate(weights):
+        futures.append(w._put(_Job(Future(), batch_key="ep", payload=i, handler=handler,
+                                   weight=weight)))
+    gate.set()
+    blocker.join()
+    assert [f.result() for f in futures] == list(range(6))
+    # 4+4 fits under 10, the third 4 would not; 30 runs alone; then 1+1.
+    assert groups == [[0, 1], [2], [3], [4, 5]]
+    assert w.stop()

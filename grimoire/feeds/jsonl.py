@@ -53,6 +53,7 @@ class JsonlFeed:
         self._last_error: str | None = None
         self._inode: int | None = None  # a new inode at the path means the file was rotated
         self._closed = False
+        self.rejected = 0  # bad lines skipped so far (the daemon reports them per tick)
 
     @property
     def offset(self) -> int:
@@ -153,6 +154,7 @@ class JsonlFeed:
         return params
 
     def _bad(self, line: int, reason: str) -> None:
+        self.rejected += 1
         log.warning("feed.jsonl.bad_line", path=str(self.path), line=line, reason=reason)
 
 

@@ -1,0 +1,224 @@
+"""Benchmark of the running daemon over its socket; prints one table (never asserts).
+
+    python scripts/bench_daemon.py                 # the real model
+    python scripts/bench_daemon.py --hash          # the test embedder (no model)
+    python scripts/bench_daemon.py --episodes 2000 --seconds 10 --writes 200   # shorter
+
+Starts ``python -m grimoire run --feed none`` in a temp dir and measures:
+start to ready (spawn until ``health`` answers); episode.write round trip
+p50/p95 with one client and with 8 concurrent clients; sustained episodes/s
+with 8 and 32 clients writing flat out (one episode per request: what the
+writer's group commit turns into batches) and with 8 clients sending
+``write_batch`` of 32, each beside the raw embedder's batch throughput
+measured in this process in the same run (the ratio is the figure that
+matters on a shared machine); the daemon's RSS after ``--episodes``
+episodes; and the drain time on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grimoire.client import Client  # noqa: E402
+from grimoire.config import Config  # noqa: E402
+from grimoire.embed import Embedder, make_embedder  # noqa: E402
+
+WORDS = ["gas", "fee", "swap", "bridge", "slippage", "pool", "oracle", "vault", "whale", "weth",
+         "usdc", "dai", "arbitrum", "base", "mainnet", "night", "morning", "spike", "drop",
+         "hedge", "rebalance", "position", "volatility", "regime", "bull", "bear", "crisis",
+         "router", "governance", "yield", "deposit", "withdraw", "sandwich", "mev", "revert",
+         "timeout"]
+
+
+def make_text(rng: random.Random, n: int) -> str:
+    words = " ".join(rng.choice(WORDS) for _ in range(18))
+    return f"episode {n}: swapped {rng.randint(1, 50)} ETH at {rng.randint(5, 120)} gwei, {words}"
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def raw_throughput(embedder: Embedder, batch: int, seconds: float, seed: int) -> float:
+    rng = random.Random(seed)
+    texts = [make_text(rng, i) for i in range(batch * 8)]
+    embedder.embed(texts[:batch])  # warm
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for start in range(0, len(texts), batch):
+            embedder.embed(texts[start:start + batch])
+            done += batch
+    return done / (time.perf_counter() - started)
+
+
+def run_clients(sock: Path, clients: int, work: Callable[[Client, int, random.Random], int],
+                seconds: float | None, per_client: int | None) -> tuple[int, float, list[float]]:
+    """Each client runs ``work`` until time or count is up; (episodes, seconds, latencies)."""
+    latencies: list[float] = []
+    counts = [0] * clients
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients + 1)
+    deadline: list[float] = [0.0]
+
+    def loop(k: int) -> None:
+        rng = random.Random(k)
+        mine: list[float] = []
+        with Client(sock, timeout=300) as client:
+            barrier.wait()
+            n = 0
+            while True:
+                if per_client is not None and n >= per_client:
+                    break
+                if seconds is not None and time.perf_counter() >= deadline[0]:
+                    break
+                t = time.perf_counter()
+                counts[k] += work(client, k * 1_000_000 + n, rng)
+                mine.append(time.perf_counter() - t)
+                n += 1
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    started = time.perf_counter()
+    deadline[0] = started + (seconds or 0)
+    barrier.wait()
+    for t in threads:
+        t.join()
+    return sum(counts), time.perf_counter() - started, latencies
+
+
+def write_one(client: Client, n: int, rng: random.Random) -> int:
+    client.call("episode.write", {"text": make_text(rng, n), "type": "observation"})
+    return 1
+
+
+def write_batch(size: int) -> Callable[[Client, int, random.Random], int]:
+    def work(client: Client, n: int, rng: random.Random) -> int:
+        client.call("episode.write_batch", {"episodes": [
+            {"text": make_text(rng, n * 1000 + i)} for i in range(size)]})
+        return size
+    return work
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hash", action="store_true", help="use the hash test embedder")
+    ap.add_argument("--writes", type=int, default=300, help="writes per latency phase")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each sustained run")
+    ap.add_argument("--episodes", type=int, default=10_000, help="episodes before the RSS figure")
+    args = ap.parse_args()
+
+    model = "hash-384" if args.hash else Config().embedding.model
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIMOIRE_")}
+    env["GRIMOIRE_EMBEDDING__MODEL"] = model
+    env["PYTHONPATH"] = str(REPO)
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="gb", dir="/tmp") as tmp:
+        data = Path(tmp) / "data"
+        sock = data / "grimoire.sock"
+        log = (Path(tmp) / "daemon.log").open("wb")
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "grimoire", "run", "--data", str(data),
+                                 "--feed", "none"], env=env, stdout=log, stderr=log,
+                                cwd=str(REPO))
+        try:
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"daemon exited with {proc.returncode}; see its log")
+                try:
+                    with Client(sock, timeout=5) as c:
+                        if c.call("health")["ok"]:
+                            break
+                except Exception:
+                    time.sleep(0.02)
+            ready_s = time.perf_counter() - started
+            rows.append(("start to ready", f"{ready_s:.2f} s", f"model {model}"))
+            rows.append(("RSS when ready", f"{rss_mib(proc.pid)[0]:.0f} MiB", ""))
+
+            cfg = Config().replace(**{"embedding.model": model})
+            embedder = make_embedder(cfg.embedding.model, cfg.embedding.model_dir,
+                                     cfg.embedding.dim, cfg.embedding.threads,
+                                     cfg.embedding.batch_size)
+
+            _, _, lat1 = run_clients(sock, 1, write_one, None, args.writes)
+            rows.append(("episode.write, 1 client",
+                         f"p50 {percentile(lat1, .5) * 1e3:.1f} ms",
+                         f"p95 {percentile(lat1, .95) * 1e3:.1f} ms, n={len(lat1)}"))
+            _, _, lat8 = run_clients(sock, 8, write_one, None, max(1, args.writes // 8))
+            rows.append(("episode.write, 8 clients",
+                         f"p50 {percentile(lat8, .5) * 1e3:.1f} ms",
+                         f"p95 {percentile(lat8, .95) * 1e3:.1f} ms, n={len(lat8)}"))
+
+            batch = cfg.embedding.batch_size
+            for label, clients, work in [("8 clients x 1", 8, write_one),
+                                         ("32 clients x 1", 32, write_one),
+                                         ("8 clients x write_batch(32)", 8, write_batch(32))]:
+                raw = raw_throughput(embedder, batch, min(args.seconds, 5.0), seed=clients)
+                raw8 = raw_throughput(embedder, 8, min(args.seconds, 5.0), seed=clients + 1)
+                with Client(sock) as c:
+                    before = c.call("status")["writer"]
+                n, took, _ = run_clients(sock, clients, work, args.seconds, None)
+                with Client(sock) as c:
+                    after = c.call("status")["writer"]
+                per_batch = (after["jobs_done"] - before["jobs_done"]) / max(
+                    1, after["batches"] - before["batches"])
+                rate = n / took
+                rows.append((f"sustained, {label}", f"{rate:.1f} ep/s",
+                             f"raw embedder {raw:.1f}/s at batch {batch} (x{rate / raw:.2f}), "
+                             f"{raw8:.1f}/s at batch 8; {per_batch:.1f} requests per commit"))
+
+            with Client(sock) as c:
+                have = c.call("status")["episodes"]["rows"]
+            todo = max(0, args.episodes - have)
+            if todo:
+                per = max(1, todo // (4 * 100) + 1)
+                run_clients(sock, 4, write_batch(100), None, per)
+            with Client(sock) as c:
+                status = c.call("status")
+            rss, hwm = rss_mib(proc.pid)
+            ep = status["episodes"]
+            rows.append((f"RSS after {ep['rows']} episodes", f"{rss:.0f} MiB",
+                         f"peak {hwm:.0f} MiB; index {ep['index_bytes'] / 2**20:.0f} MiB, "
+                         f"disk {ep['disk_bytes'] / 2**20:.0f} MiB, {ep['fragments']} fragments"))
+            t = time.perf_counter()
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(120)
+            rows.append(("drain on SIGTERM", f"{time.perf_counter() - t:.2f} s", f"exit {code}"))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>14}  notes")
+    print(f"{'-' * width}  {'-' * 14}  {'-' * 40}")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>14}  {note}")
+
+
+if __name__ == "__main__":
+    main()
