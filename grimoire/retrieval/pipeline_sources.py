@@ -33,6 +33,7 @@ Must not score, fuse or select.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,18 @@ __all__ = ["BOOST_KINDS", "Node", "Pool", "ancestors", "fetch_entries", "fetch_r
 
 BOOST_KINDS = (EdgeKind.EXPLICIT, EdgeKind.AUTO, EdgeKind.DISCOVERED, EdgeKind.KG)
 _MAX_ANCESTORS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Function words dropped from the BM25 query: the stores OR the words together, so an item
+# matching only "when" or "is" would get a full BM25 rank (an RRF vote) for nothing.
+STOPWORDS = frozenset("""  # noqa: SIM905 - a block of words reads better than 120 literals
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers him his how i if in into is it its itself just me more
+most my no nor not now of off on once only or other our ours out over own same she should so
+some such than that the their theirs them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you
+your yours
+""".split())
 
 
 @dataclass
@@ -101,6 +114,11 @@ def _episode_ok(episode: Episode, req: RetrieveRequest) -> bool:
     return episode.timestamp <= req.at and record_time(episode.id, episode.timestamp) <= req.at
 
 
+def keyword_query(text: str) -> str:
+    """The query's content words for BM25 (stopwords out); "" when none are left."""
+    return " ".join(w for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+
+
 def fetch_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
     """Vector and BM25 candidates among entries."""
     n = ctx.config.retrieval.candidates
@@ -109,7 +127,8 @@ def fetch_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> 
     hits = [(e, s) for e, s in ctx.semantic.knn(q, fetch, flt) if _entry_ok(e, req, flt)][:n]
     pool.entry_similarity = hits
     pool.add("vector.entry", [e for e, _ in hits])
-    found = ctx.semantic.bm25(req.query, fetch, flt)
+    words = keyword_query(req.query)
+    found = ctx.semantic.bm25(words, fetch, flt) if words else []
     pool.add("bm25.entry", [e for e, _ in found if _entry_ok(e, req, flt)][:n])
 
 
@@ -122,7 +141,8 @@ def fetch_rest(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool,
         flt = _episode_filter(req)
         hits = [e for e, _ in ctx.episodes.search(q, fetch, flt) if _episode_ok(e, req)][:n]
         pool.add("vector.episode", hits)
-        text = ctx.episodes.text_search(req.query, fetch, flt)
+        words = keyword_query(req.query)
+        text = ctx.episodes.text_search(words, fetch, flt) if words else []
         pool.add("bm25.episode", [e for e, _ in text if _episode_ok(e, req)][:n])
     keys = query_keys(req.query, req.entities)
     if not keys:
