@@ -57,7 +57,7 @@ _MAX_ANCESTORS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words dropped from the BM25 query: the stores OR the words together, so an item
 # matching only "when" or "is" would get a full BM25 rank (an RRF vote) for nothing.
-STOPWORDS = frozenset("""  # noqa: SIM905 - a block of words reads better than 120 literals
+_STOPWORD_TEXT = """
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers him his how i if in into is it its itself just me more
@@ -65,7 +65,8 @@ most my no nor not now of off on once only or other our ours out over own same s
 some such than that the their theirs them then there these they this those through to too
 under until up very was we were what when where which while who whom why will with would you
 your yours
-""".split())
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass
