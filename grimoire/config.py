@@ -218,6 +218,10 @@ class RetrievalConfig:
     replay_need_floor_ms: int = opt(
         3_600_000, "replay utility: need = 1 / time since replayed, capped at 1 within this")
     contrarian_items: int = opt(1, "entries of opposite valence forced in on a contrarian tick")
+    replay_weight: float = opt(
+        0.2, "Mattar-Daw replay: an episode's score x (1 + this x gain x need), after the rerank")
+    auto_coverage_similarity: float = opt(
+        0.5, "mode=auto: an active entry at or above this cosine to the query covers it")
 
 
 @dataclass(frozen=True)

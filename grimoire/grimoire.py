@@ -61,6 +61,11 @@ def _wire(ctx: Context) -> None:
     from grimoire.ingest import count_for_distillation
 
     ctx.post_write_hooks.append(count_for_distillation)
+    from grimoire.causal import link_new_episodes
+    from grimoire.mentions import record_episode_mentions
+
+    ctx.post_write_hooks.append(record_episode_mentions)
+    ctx.post_write_hooks.append(link_new_episodes)
 
 
 class Grimoire:
@@ -212,10 +217,14 @@ class Grimoire:
     # -- retrieval and feedback -----------------------------------------------------------
 
     def retrieve(self, **params: Any) -> dict[str, Any]:
-        raise NotAvailableError("retrieve arrives with the hybrid retrieval pipeline")
+        from grimoire.retrieval.pipeline import retrieve
+
+        return retrieve(self._ctx, params)
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
-        raise NotAvailableError("outcome.report arrives with the hybrid retrieval pipeline")
+        from grimoire.feedback import outcome_report
+
+        return outcome_report(self._ctx, params)
 
     # -- knowledge graph ------------------------------------------------------------------
 
@@ -248,10 +257,14 @@ class Grimoire:
     # -- causality ------------------------------------------------------------------------
 
     def causal_link(self, **params: Any) -> dict[str, Any]:
-        raise NotAvailableError("causal.link arrives with the hybrid retrieval pipeline")
+        from grimoire.causal import causal_link
+
+        return causal_link(self._ctx, params)
 
     def causal_chain(self, **params: Any) -> dict[str, Any]:
-        raise NotAvailableError("causal.chain arrives with the hybrid retrieval pipeline")
+        from grimoire.causal import causal_chain
+
+        return causal_chain(self._ctx, params)
 
     # -- curator, playbook, heartbeat -----------------------------------------------------
 

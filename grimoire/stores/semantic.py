@@ -21,6 +21,7 @@ batch sees its own uncommitted entries.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +33,7 @@ from grimoire.clock import Clock
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
 from grimoire.records import EntryStatus, GrimoireEntry, parse_enum
 from grimoire.stores import semantic_entries as entries
+from grimoire.stores import semantic_mentions as mentions
 from grimoire.stores.semantic_base import SemanticBase
 from grimoire.stores.semantic_codec import validate_entry, validate_vector
 from grimoire.stores.semantic_schema import SCHEMA_VERSION, migrate
@@ -302,3 +304,36 @@ class SemanticStore(SemanticBase):
         """Entry counts per category and status, causal edges, pending quarantine."""
         with store_errors("counts"):
             return entries.counts(self._db.read())
+
+    # --- retrieval: entity mentions and narrow entry read-outs (semantic_mentions) ---------
+
+    def add_mentions(self, rows: Sequence[mentions.MentionRow]) -> int:
+        """Record (entity, item_id, item_kind, recorded_at) mentions; returns rows given."""
+        with self._write("add_mentions") as conn:
+            return mentions.add_mentions(conn, rows)
+
+    def mentions_of(self, entity: str, *, until: int | None = None,
+                    limit: int = 50) -> list[tuple[str, str, int]]:
+        """(item_id, item_kind, recorded_at) naming ``entity``, newest first."""
+        with store_errors("mentions_of"):
+            return mentions.mentions_of(self._db.read(), entity, until, limit)
+
+    def max_entry_rid(self) -> int:
+        """The largest entry rowid (0 when empty): a cheap "were entries added?" probe."""
+        with store_errors("max_entry_rid"):
+            return mentions.max_entry_rid(self._db.read())
+
+    def entries_after(self, rid: int, limit: int = 500) -> list[tuple[int, str, str, int]]:
+        """(rid, id, content, created_at) of entries added after rowid ``rid``, oldest first."""
+        with store_errors("entries_after"):
+            return mentions.entries_after(self._db.read(), rid, limit)
+
+    def entry_vectors(self, ids: Iterable[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Stored vectors of several entries in one statement (missing ids are left out)."""
+        with store_errors("entry_vectors"):
+            return mentions.entry_vectors(self._db.read(), ids)
+
+    def bump_entry_access(self, ids: Iterable[str]) -> int:
+        """``access_count + 1`` for each entry; only that column changes (no trigger fires)."""
+        with self._write("bump_entry_access") as conn:
+            return mentions.bump_entry_access(conn, ids)

@@ -202,8 +202,22 @@ CREATE TABLE episode_state (
 ) STRICT, WITHOUT ROWID;
 """
 
+# Entity mentions (retrieval's graph backend): which episodes and entries name an
+# entity ("token:WETH", "pool:WETH/USDC", "chain:base", "address:0x…"). Written by a
+# post-write hook; read newest first per entity, so the index leads with the entity.
+_V2 = """
+CREATE TABLE entity_mentions (
+    entity      TEXT NOT NULL,
+    item_id     TEXT NOT NULL,
+    item_kind   TEXT NOT NULL CHECK (item_kind IN ('episode', 'entry')),
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (entity, item_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX entity_mentions_recent ON entity_mentions (entity, recorded_at DESC);
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1,)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

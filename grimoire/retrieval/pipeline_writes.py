@@ -1,0 +1,114 @@
+"""Retrieval's writes, done on the writer thread without making the caller wait.
+
+A retrieve must not block on the writer (its queue may hold an embedding
+batch, and every commit is an fsync). What it has to write — the retrieval
+log row that ``outcome.report`` will look up, and in deciding mode the
+access bookkeeping of what it served — is handed to one small background
+thread that queues it on the writer with ``call_batched``, so concurrent
+retrievals share one transaction and one fsync. Measured cost on the
+caller's path: one ``Executor.submit`` (tens of µs).
+
+``wait(ctx, retrieval_id)`` lets ``outcome.report`` (and tests) wait until
+a given retrieval's row is written; ``drain(ctx)`` waits for all of them.
+A retrieval whose write fails (writer shut down, queue full) is logged as
+``retrieval.log.failed``; reporting its outcome then finds no such retrieval.
+
+Owns: the hand-off and the record of pending writes. Must not decide what is
+written (``pipeline_log`` builds the records) nor rank anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import structlog
+
+from grimoire.context import Context
+from grimoire.errors import BusyError
+
+__all__ = ["drain", "submit", "wait"]
+
+log = structlog.get_logger()
+
+_PENDING = "retrieval.pending"  # ctx.extras key: {key: Future}
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+# A few threads, so that writes of concurrent retrievals reach the writer queue together
+# and share one transaction (call_batched); each thread mostly waits on the writer.
+_WORKERS = 4
+
+
+def _pool() -> ThreadPoolExecutor:
+    # Created on first use (no import-time side effects), shared by every Context: it only
+    # forwards jobs to each Context's writer.
+    global _executor
+    with _lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=_WORKERS,
+                                           thread_name_prefix="grimoire-retrieval-writes")
+        return _executor
+
+
+def _pending(ctx: Context) -> dict[str, Future[Any]]:
+    with ctx.state_lock:
+        found: dict[str, Future[Any]] | None = ctx.extras.get(_PENDING)
+        if found is None:
+            found = ctx.extras[_PENDING] = {}
+        return found
+
+
+def submit(ctx: Context, key: str, batch_key: str, payload: Any,
+           handler: Callable[[Sequence[Any]], Sequence[Any]]) -> Future[Any]:
+    """Queue ``handler([payload, …])`` on the writer (batched by ``batch_key``); don't wait.
+
+    ``key`` names the write for ``wait`` (a retrieval id).
+    """
+    pending = _pending(ctx)
+
+    def run() -> Any:
+        return ctx.writer.call_batched(batch_key, payload, handler)
+
+    future = _pool().submit(run)
+    with ctx.state_lock:
+        pending[key] = future
+
+    def done(f: Future[Any]) -> None:
+        with ctx.state_lock:
+            if pending.get(key) is f:
+                del pending[key]
+        exc = f.exception()
+        if exc is not None:
+            log.error("retrieval.log.failed", key=key, error=str(exc),
+                      type=type(exc).__name__)
+
+    future.add_done_callback(done)
+    return future
+
+
+def wait(ctx: Context, key: str, timeout_s: float = 30.0) -> None:
+    """Block until the write named ``key`` (if still pending) has run; re-raises its error."""
+    future = _pending(ctx).get(key)
+    if future is None:
+        return
+    try:
+        future.result(timeout=timeout_s)
+    except FutureTimeout:
+        raise BusyError(f"the write of {key!r} is still queued after {timeout_s:g} s; "
+                        "retry shortly") from None
+
+
+def drain(ctx: Context, timeout_s: float = 30.0) -> None:
+    """Wait for every pending retrieval write of this context (tests, shutdown, reports)."""
+    with ctx.state_lock:
+        keys = list(ctx.extras.get(_PENDING, {}))
+    for key in keys:
+        try:
+            wait(ctx, key, timeout_s)
+        except BusyError:
+            raise
+        except Exception as exc:  # already logged by the done callback; keep draining
+            log.debug("retrieval.drain.skipped", key=key, error=str(exc))
