@@ -25,6 +25,7 @@ from grimoire.config import Config
 from grimoire.errors import GrimoireError
 from grimoire.feeds import Feed, make_feed
 from grimoire.grimoire import Grimoire
+from grimoire.llm import make_llm
 from grimoire.server import Server
 
 __all__ = ["AcceleratedClock", "Daemon", "run_daemon"]
@@ -136,7 +137,9 @@ def run_daemon(config: Config) -> int:
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)
-    g = Grimoire.open(config=config, clock=clock)
+    # The only place that reads the environment for the LLM (its API key); None = no LLM.
+    llm = make_llm(config.llm, os.environ)
+    g = Grimoire.open(config=config, clock=clock, llm=llm)
     if isinstance(clock, AcceleratedClock):
         # Never let accelerated time run backwards across restarts.
         clock.start_ms = max(clock.start_ms, int(g.context.semantic.get_meta("clock_ms", 0)))

@@ -28,6 +28,7 @@ from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import GrimoireError, NotAvailableError, StoreError
+from grimoire.llm import LLM
 from grimoire.logs import EventLog
 from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
@@ -58,9 +59,19 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
+    from curator import learn
+    from curator.learn_reflexion import reflexion_hook
+    from grimoire.health import register_health_metrics
     from grimoire.ingest import count_for_distillation
 
     ctx.post_write_hooks.append(count_for_distillation)
+    ctx.post_write_hooks.append(reflexion_hook)
+    ctx.distill_hook = learn.distill
+    register_health_metrics()
+    if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
+        from curator.llm_paths import install_llm_paths
+
+        install_llm_paths(ctx, ctx.extras["llm"])
 
 
 class Grimoire:
@@ -80,6 +91,7 @@ class Grimoire:
         config: Config | None = None,
         clock: Clock | None = None,
         embedder: Embedder | None = None,
+        llm: LLM | None = None,
     ) -> Grimoire:
         config = config or Config()
         if data_dir is not None:
@@ -116,6 +128,8 @@ class Grimoire:
             events=EventLog(),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
+        if llm is not None:
+            ctx.extras["llm"] = llm
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
