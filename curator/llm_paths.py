@@ -137,6 +137,7 @@ class LLMPaths:
         self._counts = {p: {"calls": 0, "fallbacks": 0} for p in _PATHS}
         self._utility: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._judged: OrderedDict[str, tuple[bool, str | None]] = OrderedDict()
+        self._runs: dict[str, int] = {}  # distillations seen per strategy ("" = global)
         self.worker = LLMWorker(cfg.max_pending)
         self.publish()
 
@@ -165,18 +166,23 @@ class LLMPaths:
         log.warning("llm.fallback", path=path, error=str(exc), **fields)
         self.publish()
 
-    @staticmethod
-    def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-        cache[key] = value
-        while len(cache) > _CACHE:
-            cache.popitem(last=False)
+    def _recall(self, cache: OrderedDict[Any, Any], key: Any) -> Any:
+        with self._lock:  # the heartbeat and the Reflexion worker share the caches
+            return cache.get(key)
+
+    def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        with self._lock:
+            cache[key] = value
+            while len(cache) > _CACHE:
+                cache.popitem(last=False)
 
     # -- (a) admission's future utility ---------------------------------------------------
 
     def utility_scores(self, proposal: Proposal) -> dict[str, float] | None:
         key = (proposal.category.value, proposal.content)
-        if key in self._utility:
-            return {"future_utility": self._utility[key]}
+        known = self._recall(self._utility, key)
+        if known is not None:
+            return {"future_utility": known}
         try:
             score = parse_utility(self.ask("utility", utility_messages(*key)))
         except LLMError as exc:
@@ -249,7 +255,12 @@ class LLMPaths:
     def _expel(self, ops: Sequence[Operation], episodes: Sequence[Episode],
                existing: Sequence[ExistingClaim], cfg: DistillerConfig, strategy: str | None,
                counts: dict[str, int]) -> list[Operation]:
-        if len(episodes) < 2 * cfg.min_support:
+        with self._lock:
+            run = self._runs.get(strategy or "", 0)
+            self._runs[strategy or ""] = run + 1
+        # A prompt per distillation (every 10 episodes) would keep a local model busy for
+        # little news: the window moves by 10 of 2,000 episodes between runs.
+        if run % max(1, self.cfg.expel_every) or len(episodes) < 2 * cfg.min_support:
             return []
         messages = expel_messages(
             episodes, strategy, max_claims=self.cfg.expel_max_claims,
@@ -288,8 +299,9 @@ class LLMPaths:
 
     def _judge(self, op: Operation, by_id: Mapping[str, Episode]) -> tuple[bool, str | None] | None:
         """(linked, sentence) for a new causal link, None when the LLM could not judge it."""
-        if op.claim.key in self._judged:
-            return self._judged[op.claim.key]
+        known: tuple[bool, str | None] | None = self._recall(self._judged, op.claim.key)
+        if known is not None:
+            return known
         pairs = [p for p in op.evidence.get("pairs", ()) if len(p) == 2
                  and p[0] in by_id and p[1] in by_id]
         if not pairs:

@@ -272,6 +272,8 @@ class LLMConfig:
         ["invariant_broken", "worse_than_predicted", "better_than_predicted"],
         "Reflexion verdicts whose episodes get the LLM steps (an action that went as predicted "
         "has no deviation to interpret)")
+    expel_every: int = opt(10, "ExpeL prompt distillation on every Nth distillation of a "
+                           "strategy (the rule-based extractor runs every time)")
     expel_max_claims: int = opt(8, "claims one ExpeL prompt may propose")
     expel_sample_episodes: int = opt(30, "recent episodes quoted in the ExpeL prompt")
 

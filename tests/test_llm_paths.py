@@ -206,6 +206,11 @@ def test_expel_adds_verified_claims_to_the_rule_based_ones(g: Grimoire) -> None:
     log = g.context.semantic.list_admissions(limit=None)
     assert any("when the regime is sideways" in r.candidate for r in log)
     assert llm_stats(g)["paths"]["expel"] == {"calls": 1, "fallbacks": 0}
+    for _ in range(9):  # llm.expel_every = 10: the next prompt is on the 11th run
+        distill(g.context, None, NOW)
+    assert len(prompts("Propose at most")) == 1
+    distill(g.context, None, NOW)
+    assert len(prompts("Propose at most")) == 2
 
 
 @pytest.mark.parametrize("mode", ["garbage", "down"])
