@@ -4,8 +4,9 @@
 ``strategy=None``, the global ones: episodes written without a strategy) and
 the stored claims of that strategy, runs ``curator.distiller.distill`` and
 ``curator.causal_discovery.discover_links``, drops findings that restate
-arithmetic (``learn_filter``), optionally lets the LLM add claims and judge
-new causal links (``llm_paths``), then applies the operations
+arithmetic or read hours from less than two days (``learn_filter``),
+optionally lets the LLM add claims and judge new causal links
+(``llm_paths``), then applies the operations
 (``learn_apply``): ADD through the admission gate, UPVOTE / DOWNVOTE as
 batched votes, EDIT with a curator delta, causal links as entries plus
 ``discovered`` causal edges between their evidence episodes.
@@ -125,7 +126,8 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
     relationships: dict[str, str] = {}
     if paths is not None:
         ops, llm_counts, relationships = paths.refine(ops, episodes, existing, cfg, strategy)
-    ops, dropped = without_leaks(ops, cfg)
+    span = episodes[-1].timestamp - episodes[0].timestamp if episodes else 0
+    ops, dropped = without_leaks(ops, cfg, span_ms=span)
     for op, reason in dropped:
         log.debug("learn.op.dropped", op=op.op.value, claim=op.claim.key, reason=reason)
     refined = time.perf_counter()

@@ -12,8 +12,8 @@
   effect episode (at most ``distiller.causal_edge_pairs`` per operation)
   when the link is admitted, merged, upvoted or edited.
 - an ADD whose claim the gate earlier merged into (or skipped as a duplicate
-  of) another entry is that entry's UPVOTE; one it rejected waits until its
-  support has doubled (``learn_alias``);
+  of) another entry holding the same claim (or none) is that entry's UPVOTE;
+  one it rejected waits until its support has doubled (``learn_alias``);
 - the parent episodes of every operation that reached the store are marked
   consolidated.
 
@@ -37,9 +37,10 @@ from curator.learn_alias import get_alias, set_alias
 from curator.learn_votes import record_votes
 from curator.operations import Operation, OpKind
 from curator.render import format_duration
+from grimoire.agreement import claim_relation
 from grimoire.context import Context
 from grimoire.knowledge import Proposal, admit
-from grimoire.records import Category, EntryStatus, Episode, Provenance
+from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 
 __all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
@@ -94,8 +95,21 @@ def _admit(ctx: Context, proposal: Proposal, vector: np.ndarray,
             decision = str(result["decision"])
             target = result.get("id") or (result.get("nearest_id") if decision == "skipped"
                                           else None)
-            set_alias(ctx, proposal.claim, decision, target, now)
+            if target is None or decision not in ("merged", "skipped") or _holds(
+                    ctx.semantic.get_entry(target), proposal.claim):
+                set_alias(ctx, proposal.claim, decision, target, now)
+            else:
+                # The gate judged by text alone and folded the claim into an entry that
+                # states another one: no alias, so it is proposed again next run.
+                log.info("learn.alias.refused", claim=proposal.claim.key, entry_id=target)
         return result
+
+
+def _holds(entry: GrimoireEntry | None, claim: Claim) -> bool:
+    """True when ``entry`` can stand for ``claim``: no claim of its own, or the same one."""
+    if entry is None or entry.status is EntryStatus.ARCHIVED:
+        return False
+    return entry.claim is None or claim_relation(claim, entry.claim) == "agree"
 
 
 def _aliased(ctx: Context, op: Operation) -> tuple[str, str | None]:
@@ -105,8 +119,7 @@ def _aliased(ctx: Context, op: Operation) -> tuple[str, str | None]:
     if alias is None:
         return "admit", None
     if alias.entry_id is not None:
-        entry = ctx.semantic.get_entry(alias.entry_id)
-        if entry is not None and entry.status is not EntryStatus.ARCHIVED:
+        if _holds(ctx.semantic.get_entry(alias.entry_id), op.claim):
             return "vote", alias.entry_id
         return "admit", None
     if alias.decision == "rejected" and op.claim.support < 2 * alias.support:

@@ -1,4 +1,4 @@
-"""Drop distilled findings that restate arithmetic instead of experience.
+"""Drop distilled findings that restate arithmetic, or that the data cannot yet support.
 
 The distiller mines every metric an episode carries against every condition,
 metric bands included. Some of those metrics are the outcome itself (an
@@ -11,6 +11,11 @@ the agent nothing (a derived metric's findings restate those of its inputs:
 cheap gas at 02:00 is the finding, cheap fees at 02:00 its echo).
 ``distiller.outcome_metrics``, ``coupled_metrics`` and ``derived_metrics``
 name them; this module drops the operations whose claim uses them so.
+
+An hour-of-day finding also needs episodes spanning ``min_days_for_hours``
+(every hour seen at least twice): on the first morning, "gas averages 22.9
+between 00:00 and 02:00 (vs 15.4 overall)" compares two hours with a baseline
+made of the few other hours seen so far, and is gone once a whole day is in.
 
 Dropping after the scan only ever makes the distiller's family-wise
 correction stricter (the dropped hypotheses were counted in it). DOWNVOTEs
@@ -27,6 +32,8 @@ from curator.operations import Operation, OpKind
 from grimoire.config import DistillerConfig
 
 __all__ = ["leak_reason", "without_leaks"]
+
+_DAY_MS = 86_400_000
 
 
 def _coupled(cfg: DistillerConfig) -> set[frozenset[str]]:
@@ -57,13 +64,20 @@ def leak_reason(op: Operation, cfg: DistillerConfig) -> str | None:
 
 
 def without_leaks(
-    ops: Sequence[Operation], cfg: DistillerConfig
+    ops: Sequence[Operation], cfg: DistillerConfig, *, span_ms: int | None = None
 ) -> tuple[list[Operation], list[tuple[Operation, str]]]:
-    """(kept operations, dropped operations with the reason)."""
+    """(kept operations, dropped operations with the reason).
+
+    ``span_ms``: the time the distilled episodes cover (None: not checked).
+    """
     kept: list[Operation] = []
     dropped: list[tuple[Operation, str]] = []
+    short = span_ms is not None and span_ms < cfg.min_days_for_hours * _DAY_MS
     for op in ops:
         reason = None if op.op is OpKind.DOWNVOTE else leak_reason(op, cfg)
+        if reason is None and short and op.op is not OpKind.DOWNVOTE \
+                and "hour_window" in op.claim.condition:
+            reason = f"hour-of-day window from less than {cfg.min_days_for_hours:g} days"
         if reason is None:
             kept.append(op)
         else:

@@ -154,6 +154,9 @@ class DistillerConfig:
     derived_metrics: list[str] = opt(
         ["fees"], "metrics computed from other fields (fees = gas x the action's gas units x "
         "price + size x fee tier): never in a finding, which would restate its inputs' findings")
+    min_days_for_hours: float = opt(
+        2.0, "an hour-of-day finding needs episodes spanning this many days (every hour seen "
+        "twice); before that, a window is compared with a partial day's baseline")
     causal_edge_pairs: int = opt(20, "episode pairs written as causal edges per discovered "
                                  "link and run (the most recent ones)")
     causal_regime_targets: bool = opt(True, "causal discovery tells regime shifts apart by "

@@ -40,7 +40,7 @@ def _gas(e: GrimoireEntry) -> bool:
     c = e.claim
     w = c.condition.get("hour_window") if c else None
     return (c is not None and c.target == "metric:gas_gwei" and c.direction == "lower"
-            and not c.strategy and isinstance(w, list) and set(c.condition) == {"hour_window"}
+            and isinstance(w, list) and set(c.condition) == {"hour_window"}
             and w[0] in (1, 2, 3) and (w[1] - w[0]) % 24 <= 4)
 
 

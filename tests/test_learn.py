@@ -102,6 +102,16 @@ def test_reversed_evidence_is_a_pending_downvote(g: Grimoire) -> None:
     assert stored(g, entry.id).confidence == pytest.approx(0.5)
 
 
+def test_hour_windows_wait_for_two_days_of_episodes(g: Grimoire) -> None:
+    """On the first day a window is compared with a partial day: no hour-of-day finding."""
+    write(g, gas_observations(10, hours=36))
+    summary = distill(g.context, None, NOW)
+    assert summary["dropped"] >= 1 and gas_entry(g) == []
+    write(g, gas_observations(10, start=T0 + 36 * 3_600_000, hours=24))
+    distill(g.context, None, NOW)
+    assert len(gas_entry(g)) == 1
+
+
 def test_global_window_holds_only_strategy_less_episodes(g: Grimoire) -> None:
     obs = gas_observations(5, hours=6)
     acts = [{"type": "action", "text": f"swap {i}", "strategy": "dca", "outcome": "positive",
@@ -194,9 +204,9 @@ def test_the_heartbeat_runs_the_hook_per_due_strategy(tmp_path: Path,
     clock = FrozenClock(NOW)
     with open_grimoire(tmp_path, clock, hash_embedder,
                        changes={"distiller.every_episodes": 100}) as g:
-        summary = g.tick(now=NOW, feed_episodes=gas_observations(9, hours=48))
+        summary = g.tick(now=NOW, feed_episodes=gas_observations(9, hours=60))
         (run,) = summary["distilled"]
-        assert run["strategy"] is None and run["episodes"] == 192
+        assert run["strategy"] is None and run["episodes"] == 240
         assert run["admitted"] >= 1 and run["ms"] > 0
         health = g.status()["health"]["learning"]
-        assert health["runs"] == 1 and health["last"]["global"]["episodes"] == 192
+        assert health["runs"] == 1 and health["last"]["global"]["episodes"] == 240

@@ -27,8 +27,10 @@ REVERSAL_TICK = 1500  # reversal.yaml's reverse_at_tick
 
 
 def is_gas_window(e: GrimoireEntry) -> bool:
+    """Gas lower at 02-04 UTC, global or seen in one strategy's actions (the gate holds one
+    entry per claim scope: a global claim is the same claim as a strategy's)."""
     c = e.claim
-    if c is None or c.target != "metric:gas_gwei" or c.direction != "lower" or c.strategy:
+    if c is None or c.target != "metric:gas_gwei" or c.direction != "lower":
         return False
     window = c.condition.get("hour_window")
     if not isinstance(window, list) or set(c.condition) != {"hour_window"}:

@@ -86,7 +86,9 @@ def test_a_claim_merged_elsewhere_becomes_that_entrys_upvote(g: Grimoire) -> Non
     """Re-proposing a claim the gate folded into another entry is a batched vote for it."""
     text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
     first = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
-    other = Claim({"hour_window": [2, 5]}, "metric:gas_gwei", "lower", 7.0, 24.0, 44)
+    # the same claim seen in one strategy's episodes: the global entry holds it
+    other = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 7.0, 24.0, 44,
+                  strategy="dca")
     eps = [_episode(0, NOW - 1000)]
     assert apply_operations(g.context, [_add(text, first)], eps, NOW)["admitted"] == 1
     (stored,) = g.context.semantic.list_entries(limit=None)
@@ -96,6 +98,19 @@ def test_a_claim_merged_elsewhere_becomes_that_entrys_upvote(g: Grimoire) -> Non
     assert again["aliased"] == 1 and again["skipped"] == 0 and again["votes"] == 1
     assert g.context.semantic.get_meta(VOTES_KEY) == {stored.id: {"up": 1, "down": 0}}
     assert len(g.context.semantic.list_admissions(limit=None)) == 2  # no third gate decision
+
+
+def test_a_claim_folded_into_another_claim_is_proposed_again(g: Grimoire) -> None:
+    """Text alone made it a duplicate of an entry stating another claim: no alias, no vote."""
+    text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
+    first = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
+    other = Claim({"hour_window": [0, 2]}, "metric:gas_gwei", "higher", 30.0, 24.0, 40)
+    eps = [_episode(0, NOW - 1000)]
+    apply_operations(g.context, [_add(text, first)], eps, NOW)
+    for _ in range(2):
+        result = apply_operations(g.context, [_add(text, other)], eps, NOW)
+        assert result["skipped"] == 1 and result["aliased"] == 0 and result["votes"] == 0
+    assert g.context.semantic.get_meta(VOTES_KEY) is None
 
 
 def test_a_rejected_claim_waits_for_twice_the_support(g: Grimoire) -> None:
@@ -142,3 +157,15 @@ def test_leak_filter(condition: dict[str, object], target: str, dropped: bool) -
                      target_entry_id="e1")
     kept, gone = without_leaks([op, down], cfg)
     assert down in kept and (op in kept) is not dropped and len(gone) == int(dropped)
+
+
+def test_hour_windows_need_two_days_of_data() -> None:
+    cfg = DistillerConfig()
+    claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.0, 24.0, 20)
+    add = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
+    down = Operation(op=OpKind.DOWNVOTE, category=Category.INSIGHT, claim=claim, content="x",
+                     target_entry_id="e1")
+    kept, gone = without_leaks([add, down], cfg, span_ms=MS_PER_DAY)
+    assert kept == [down] and "2 days" in gone[0][1]
+    assert without_leaks([add, down], cfg, span_ms=2 * MS_PER_DAY)[0] == [add, down]
+    assert without_leaks([add], cfg)[0] == [add]  # span unknown: not checked
