@@ -144,6 +144,23 @@ class DistillerConfig:
          "promise_tolerance_bps": 100.0},
         "Reflexion invariants: a breach writes a safety_incident (max slippage, gas ceiling, "
         "largest loss, shortfall of a promised positive return)")
+    outcome_metrics: list[str] = opt(
+        ["pnl", "return_bps"], "metrics that measure an action's own result: never a finding's "
+        "condition (that swaps lose when their P&L is below zero restates the outcome)")
+    coupled_metrics: list[list[str]] = opt(
+        [["pnl", "return_bps"], ["pnl", "size_usd"]],
+        "metric pairs computed from one another (pnl = size x return): a finding that "
+        "conditions one on the other is arithmetic, not experience, and is dropped")
+    derived_metrics: list[str] = opt(
+        ["fees"], "metrics computed from other fields (fees = gas x the action's gas units x "
+        "price + size x fee tier): never in a finding, which would restate its inputs' findings")
+    min_days_for_hours: float = opt(
+        2.0, "an hour-of-day finding needs episodes spanning this many days (every hour seen "
+        "twice); before that, a window is compared with a partial day's baseline")
+    causal_edge_pairs: int = opt(20, "episode pairs written as causal edges per discovered "
+                                 "link and run (the most recent ones)")
+    causal_regime_targets: bool = opt(True, "causal discovery tells regime shifts apart by "
+                                      "the regime they switch to (regime_shift_to_high_vol)")
 
 
 @dataclass(frozen=True)
@@ -255,6 +272,17 @@ class LLMConfig:
     api_key_env: str = opt("GRIMOIRE_LLM_API_KEY", "environment variable holding the API key")
     timeout_s: float = opt(30.0, "request timeout")
     retries: int = opt(2, "bounded retries on timeout / 5xx")
+    max_tokens: int = opt(400, "completion tokens per LLM request")
+    max_pending: int = opt(32, "Reflexion LLM steps waiting at most; more are dropped (the LLM "
+                           "view is advisory, the deterministic record is always kept)")
+    reflexion_verdicts: list[str] = opt(
+        ["invariant_broken", "worse_than_predicted", "better_than_predicted"],
+        "Reflexion verdicts whose episodes get the LLM steps (an action that went as predicted "
+        "has no deviation to interpret)")
+    expel_every: int = opt(10, "ExpeL prompt distillation on every Nth distillation of a "
+                           "strategy (the rule-based extractor runs every time)")
+    expel_max_claims: int = opt(8, "claims one ExpeL prompt may propose")
+    expel_sample_episodes: int = opt(30, "recent episodes quoted in the ExpeL prompt")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from grimoire.config import Config
 from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.heartbeat import run_tick
+from grimoire.llm import make_llm
 from grimoire.server import Server
 
 __all__ = ["AcceleratedClock", "Daemon", "TickSchedule", "open_feed", "run_daemon"]
@@ -297,7 +298,9 @@ def run_daemon(config: Config) -> int:
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)
-    g = Grimoire.open(config=config, clock=clock)
+    # The only place that reads the environment for the LLM (its API key); None = no LLM.
+    llm = make_llm(config.llm, os.environ)
+    g = Grimoire.open(config=config, clock=clock, llm=llm)
     try:
         if isinstance(clock, AcceleratedClock):
             # Never let accelerated time run backwards across restarts (or a kill -9).

@@ -28,6 +28,7 @@ from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import GrimoireError, NotAvailableError, StoreError
+from grimoire.llm import LLM
 from grimoire.logs import EventLog
 from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
@@ -58,14 +59,23 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
-    from grimoire.ingest import count_for_distillation
-
-    ctx.post_write_hooks.append(count_for_distillation)
+    from curator import learn
+    from curator.learn_reflexion import reflexion_hook
     from grimoire.causal import link_new_episodes
+    from grimoire.health import register_health_metrics
+    from grimoire.ingest import count_for_distillation
     from grimoire.mentions import record_episode_mentions
 
+    ctx.post_write_hooks.append(count_for_distillation)
     ctx.post_write_hooks.append(record_episode_mentions)
     ctx.post_write_hooks.append(link_new_episodes)
+    ctx.post_write_hooks.append(reflexion_hook)
+    ctx.distill_hook = learn.distill
+    register_health_metrics()
+    if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
+        from curator.llm_paths import install_llm_paths
+
+        install_llm_paths(ctx, ctx.extras["llm"])
 
 
 class Grimoire:
@@ -85,6 +95,7 @@ class Grimoire:
         config: Config | None = None,
         clock: Clock | None = None,
         embedder: Embedder | None = None,
+        llm: LLM | None = None,
     ) -> Grimoire:
         config = config or Config()
         if data_dir is not None:
@@ -121,6 +132,8 @@ class Grimoire:
             events=EventLog(),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
+        if llm is not None:
+            ctx.extras["llm"] = llm
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)

@@ -179,8 +179,13 @@ def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
         validated_count=target.validated_count + 1, parent_episode_ids=parents, updated_at=now))
 
 
-def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None) -> dict[str, Any]:
-    """Run the gate and apply its decision. Must be called on the writer thread."""
+def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
+          llm_scores: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Run the gate and apply its decision. Must be called on the writer thread.
+
+    ``llm_scores`` (the optional LLM's future utility, asked off the writer
+    thread) override the rule-based factors of the same name.
+    """
     now = ctx.now()
     if vector is None:
         vector = ctx.embedder.embed([p.content])[0]
@@ -191,7 +196,7 @@ def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None) -> dict[s
         Candidate(category=p.category, content=p.content, claim=p.claim, support=p.support,
                   event_time=p.event_time if p.event_time is not None else now,
                   provenance=p.provenance),
-        neighbours, now=now, cfg=ctx.config.admission, quality=quality,
+        neighbours, now=now, cfg=ctx.config.admission, quality=quality, llm_scores=llm_scores,
     )
     entry_id: str | None = None
     if decision.decision == "admitted":
@@ -220,7 +225,11 @@ def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None) -> dict[s
 def add_entry(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     proposal = proposal_from_params(params)
     vector = ctx.embedder.embed([proposal.content])[0]  # off the writer thread
-    result: dict[str, Any] = ctx.writer.call(lambda: admit(ctx, proposal, vector))
+    # The optional LLM's view of future utility, also off the writer thread (SPEC §5).
+    scorer = ctx.extras.get("admission_scorer")
+    scores = scorer(proposal) if scorer is not None else None
+    result: dict[str, Any] = ctx.writer.call(
+        lambda: admit(ctx, proposal, vector, llm_scores=scores))
     if result["id"] and result["decision"] == "admitted":
         ctx.events.emit("GrimoireWrite", ctx.now(), kind="entry", count=1,
                         category=proposal.category.value)
