@@ -58,9 +58,11 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
+    from curator.cycle import curator_hook
     from grimoire.ingest import count_for_distillation
 
     ctx.post_write_hooks.append(count_for_distillation)
+    ctx.curator_hook = curator_hook
 
 
 class Grimoire:
@@ -207,7 +209,9 @@ class Grimoire:
                             limit=limit)
 
     def entry_explain(self, id: str) -> dict[str, Any]:
-        raise NotAvailableError("entry.explain arrives with the curator cycle")
+        from curator.explain import explain_entry
+
+        return explain_entry(self._ctx, id)
 
     # -- retrieval and feedback -----------------------------------------------------------
 
@@ -256,10 +260,14 @@ class Grimoire:
     # -- curator, playbook, heartbeat -----------------------------------------------------
 
     def playbook_get(self) -> dict[str, Any]:
-        raise NotAvailableError("playbook.get arrives with the curator cycle")
+        from grimoire.playbook_api import playbook_get
+
+        return playbook_get(self._ctx)
 
     def curator_run(self) -> dict[str, Any]:
-        raise NotAvailableError("curator.run arrives with the curator cycle")
+        from curator.cycle import run_cycle
+
+        return run_cycle(self._ctx)
 
     def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
              ) -> dict[str, Any]:

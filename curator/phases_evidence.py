@@ -1,0 +1,166 @@
+"""Curator phases that weigh stored claims against new evidence (SPEC §8 steps 1 and 6).
+
+- ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
+  every rule derived from one, through its parent's claim) is judged against
+  the episodes that arrived since the last cycle (``curator.claims_check``):
+  right +0.05, wrong −0.10, netted once per entry with ``decay.net_votes``. A
+  right prediction also counts as a validation and restarts the decay clock
+  (SPEC §4: a positive outcome resets it); a wrong one counts as a
+  contradiction.
+- ``cross_reference_causal`` (step 6): every causal link ("A is followed by
+  B within L") is checked against the occurrences of A whose lag window
+  closed since the last cycle. Each followed occurrence adds a ``discovered``
+  edge between the two episodes and one to the claim's evidence count
+  (``claim.support``); the same midpoint verdict votes on the link.
+
+Both compute from a read snapshot and apply through ``apply_changes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from curator.claims_check import EpisodeWindow, Verdict, check_causal, judge_claim
+from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all
+from curator.lifecycle import is_derived
+from grimoire.context import Context
+from grimoire.decay import net_votes
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+
+__all__ = ["cross_reference_causal", "validate_predictions", "vote_change"]
+
+
+def vote_change(cy: Cycle, entry_id: str, verdict: Verdict, *, op: str, why: str,
+                add_support: int = 0) -> Change:
+    """One netted prediction vote (+ its count, + a decay-clock reset when right);
+    ``add_support`` more episodes of evidence on the entry's own claim."""
+    cfg = cy.ctx.config.decay
+    right = bool(verdict.right)
+    now = cy.now
+
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry:
+        confidence = net_votes(cur.confidence, 0, 0, cfg, right=int(right), wrong=int(not right))
+        return dataclasses.replace(
+            cur, confidence=confidence,
+            validated_count=cur.validated_count + int(right),
+            contradicted_count=cur.contradicted_count + int(not right),
+            last_accessed_at=max(cur.last_accessed_at, now) if right else cur.last_accessed_at,
+            claim=cur.claim if cur.claim is None or not add_support else dataclasses.replace(
+                cur.claim, support=cur.claim.support + add_support))
+
+    return Change(entry_id, op, mutate, why=why, detail=verdict.to_dict())
+
+
+def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
+              ) -> tuple[Claim, str | None] | None:
+    if entry.claim is not None:
+        return entry.claim, None
+    if is_derived(entry):
+        for parent_id in entry.parent_entry_ids:
+            parent = by_id.get(parent_id)
+            if parent is not None and parent.claim is not None:
+                return parent.claim, parent.id
+    return None
+
+
+def validate_predictions(cy: Cycle) -> dict[str, Any]:
+    """Step 1: judge every metric / outcome-rate claim on the new episodes; net the votes."""
+    counts = {"judged": 0, "right": 0, "wrong": 0, "undecided": 0}
+    if not cy.window:
+        return counts
+    window = EpisodeWindow.of(cy.window)
+    entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
+    by_id = {e.id: e for e in entries}
+    min_support = cy.ctx.config.curator.validate_min_support
+    changes: list[Change] = []
+    verdicts: dict[tuple[str, str], Verdict | None] = {}  # a claim shared by parent and child
+    for entry in entries:
+        found = _claim_of(entry, by_id)
+        if found is None or found[0].target.startswith("event:"):
+            continue
+        claim, via = found
+        key = (claim.key, claim.target)
+        if key not in verdicts:
+            verdicts[key] = judge_claim(window, claim, min_support)
+        verdict = verdicts[key]
+        if verdict is None:
+            continue
+        counts["judged"] += 1
+        if verdict.right is None:
+            counts["undecided"] += 1
+            continue
+        counts["right" if verdict.right else "wrong"] += 1
+        observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
+        why = (f"prediction {'right' if verdict.right else 'wrong'}: observed {observed} over "
+               f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
+               f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
+        changes.append(vote_change(cy, entry.id, verdict, op="validate", why=why))
+    apply_changes(cy, changes)
+    return counts
+
+
+def _upsert_edges(ctx: Context, pairs: tuple[tuple[str, str, int], ...], weight: float,
+                  relationship: str, now: int) -> int:
+    with ctx.semantic.transaction():
+        for cause, effect, lag in pairs:
+            old = ctx.semantic.get_edge(cause, effect, EdgeKind.DISCOVERED)
+            ctx.semantic.upsert_edge(CausalEdge(
+                cause, effect, EdgeKind.DISCOVERED, weight=weight, relationship=relationship,
+                lag_ms=lag, evidence_count=(old.evidence_count + 1) if old else 1), now=now)
+    return len(pairs)
+
+
+def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
+    """Step 6: causal links against the cause occurrences whose lag window closed this cycle."""
+    counts = {"links": 0, "occurrences": 0, "followed": 0, "edges": 0, "right": 0, "wrong": 0}
+    links = [e for e in list_all(cy, LIVE, (Category.CAUSAL_LINK,))
+             if e.claim is not None and e.claim.target.startswith("event:")]
+    if not links:
+        return counts
+    closed_after = cy.previous.last_now
+    if closed_after is None:
+        closed_after = cy.window[0].timestamp - 1 if cy.window else cy.now
+    lags = [int(e.claim.condition.get("within_ms", 0) or 0) for e in links if e.claim]
+    since = closed_after - max(lags, default=0)
+    episodes = cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes, since=since)
+    min_support = cy.ctx.config.curator.validate_min_support
+    changes: list[Change] = []
+    for link in links:
+        assert link.claim is not None
+        check = check_causal(episodes, link.claim, closed_after=closed_after,
+                             closed_until=cy.now, min_support=min_support)
+        if check is None or check.occurrences == 0:
+            continue
+        counts["links"] += 1
+        counts["occurrences"] += check.occurrences
+        counts["followed"] += check.followed
+        if check.pairs:
+            counts["edges"] += cy.ctx.writer.call(functools.partial(
+                _upsert_edges, cy.ctx, check.pairs, round(cy.eff(link), 4), link.content,
+                cy.now))
+        verdict = check.verdict
+        why = (f"{check.followed} of {check.occurrences} new occurrences of "
+               f"{link.claim.condition.get('event')} were followed by "
+               f"{link.claim.target.removeprefix('event:')}")
+        if verdict.right is None:
+            if check.followed:
+                changes.append(_support_change(link.id, check.followed, why))
+            continue
+        counts["right" if verdict.right else "wrong"] += 1
+        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why,
+                                   add_support=check.followed))
+    apply_changes(cy, changes)
+    return counts
+
+
+def _support_change(entry_id: str, followed: int, why: str) -> Change:
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
+        if cur.claim is None:
+            return None
+        return dataclasses.replace(cur, claim=dataclasses.replace(
+            cur.claim, support=cur.claim.support + followed))
+
+    return Change(entry_id, "causal_evidence", mutate, why=why)
