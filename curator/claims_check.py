@@ -40,6 +40,7 @@ __all__ = [
     "check_causal",
     "condition_mask",
     "event_key",
+    "event_keys",
     "judge_claim",
     "midpoint_verdict",
 ]
@@ -79,6 +80,17 @@ def event_key(episode: Episode) -> str | None:
     return episode.type.value
 
 
+def event_keys(episode: Episode) -> frozenset[str]:
+    """Every name a causal link may use for this episode: ``event_key``, and for a regime
+    shift also ``regime_shift_to_<regime>`` (the learner may tell shifts apart by target)."""
+    key = event_key(episode)
+    if key is None:
+        return frozenset()
+    if episode.type is EpisodeType.REGIME_SHIFT and episode.regime is not None:
+        return frozenset({key, f"regime_shift_to_{episode.regime.value}"})
+    return frozenset({key})
+
+
 @dataclass(frozen=True)
 class EpisodeWindow:
     """Columns of a batch of episodes (in the given order) for vectorised condition checks."""
@@ -87,6 +99,7 @@ class EpisodeWindow:
     timestamps: npt.NDArray[np.int64]
     hours: npt.NDArray[np.int64]
     strategies: npt.NDArray[np.object_]
+    global_rows: Mask  # episodes written without a strategy
     attrs: Mapping[str, npt.NDArray[np.object_]]
     actions: Mapping[str, Mask]
     rated: Mask
@@ -129,8 +142,9 @@ class EpisodeWindow:
                 column[i] = value
             metrics[name] = column
         strategies = np.array([e.strategy for e in eps] or [], dtype=object)
-        return cls(eps, ts, (ts // _MS_PER_HOUR) % 24, strategies, attrs, actions, rated,
-                   negative, positive, metrics)
+        global_rows = np.fromiter((e.strategy is None for e in eps), dtype=bool, count=n)
+        return cls(eps, ts, (ts // _MS_PER_HOUR) % 24, strategies, global_rows, attrs, actions,
+                   rated, negative, positive, metrics)
 
     @property
     def size(self) -> int:
@@ -154,16 +168,17 @@ def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
     return mask
 
 
-def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any],
-                   strategy: str | None = None) -> Mask | None:
-    """Episodes matching every term of ``condition`` (and ``strategy`` when given).
+def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
+                   scope: bool = False, strategy: str | None = None) -> Mask | None:
+    """Episodes matching every term of ``condition``; with ``scope``, only those of
+    ``strategy`` (None: the episodes written without one), as the learner scopes a claim.
 
     None when a term cannot be read here (``metric_band`` needs the distiller's
     cut points; unknown terms come from another extractor): no verdict then.
     """
     mask = np.ones(window.size, dtype=bool)
-    if strategy is not None:
-        mask &= window.strategies == strategy
+    if scope:
+        mask &= window.global_rows if strategy is None else window.strategies == strategy
     for key, value in condition.items():
         if key in _ATTRIBUTES:
             if not isinstance(value, str):
@@ -220,7 +235,7 @@ def midpoint_verdict(observed: float, effect: float, baseline: float) -> bool | 
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
-    mask = condition_mask(window, claim.condition, claim.strategy)
+    mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
     if mask is None:
         return None
     kind, _, name = claim.target.partition(":")
@@ -271,15 +286,15 @@ def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int
             or within <= 0 or not claim.target.startswith("event:")):
         return None
     effect = claim.target.removeprefix("event:")
-    if claim.strategy is not None:
-        episodes = [e for e in episodes if e.strategy == claim.strategy]
-    ordered = sorted(episodes, key=lambda e: (e.timestamp, e.id))
-    effects = [e for e in ordered if event_key(e) == effect]
+    # A claim of strategy S was learnt from S's episodes; a global one from those without one.
+    ordered = sorted((e for e in episodes if e.strategy == claim.strategy),
+                     key=lambda e: (e.timestamp, e.id))
+    effects = [e for e in ordered if effect in event_keys(e)]
     effect_times = [e.timestamp for e in effects]
     n = followed = 0
     pairs: list[tuple[str, str, int]] = []
     for e in ordered:
-        if event_key(e) != cause or not closed_after < e.timestamp + within <= closed_until:
+        if cause not in event_keys(e) or not closed_after < e.timestamp + within <= closed_until:
             continue
         n += 1
         first = bisect.bisect_right(effect_times, e.timestamp)

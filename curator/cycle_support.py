@@ -37,6 +37,7 @@ __all__ = [
     "ALL_STATUSES",
     "LIVE",
     "STATE_KEY",
+    "VOTES_KEY",
     "Applied",
     "Change",
     "Cycle",
@@ -45,12 +46,15 @@ __all__ = [
     "changed_fields",
     "list_all",
     "load_window",
+    "parse_votes",
+    "pending_votes",
     "window_vectors",
 ]
 
 log = structlog.get_logger()
 
 STATE_KEY = "curator_state"
+VOTES_KEY = "pending_votes"  # written by the learners (curator.learn_votes), netted here
 _VOLATILE = frozenset({"updated_at"})
 
 Mutation = Callable[[GrimoireEntry], GrimoireEntry | None]
@@ -138,6 +142,7 @@ class Change:
     detail: Mapping[str, Any] = field(default_factory=dict)
     record: bool = True
     embedding: npt.NDArray[np.float32] | None = None  # a new vector when the text changed
+    consume: tuple[int, int] | None = None  # (up, down) batched votes this change applies
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +165,11 @@ def _apply_batch(ctx: Context, batch: Sequence[Change], cycle: int, now: int) ->
     """Writer thread: one transaction; each change re-reads its entry (sees earlier ones)."""
     applied: list[Applied] = []
     semantic = ctx.semantic
+    consumed: dict[str, tuple[int, int]] = {}
     with semantic.transaction():
         for change in batch:
+            if change.consume is not None:
+                consumed[change.entry_id] = change.consume
             current = semantic.get_entry(change.entry_id)
             if current is None:
                 continue  # removed since the snapshot: nothing to change
@@ -178,7 +186,53 @@ def _apply_batch(ctx: Context, batch: Sequence[Change], cycle: int, now: int) ->
                                                          if change.detail else {})},
                     now=now)
             applied.append(Applied(change.entry_id, change.op, current, new))
+        if consumed:
+            # In the same transaction as the votes' effect: each vote counts exactly once,
+            # and votes the learners add meanwhile stay pending for the next cycle.
+            _take_votes(ctx, consumed)
     return applied
+
+
+def parse_votes(value: object) -> dict[str, tuple[int, int]]:
+    """``{entry_id: {"up": n, "down": n}}`` as ``{entry_id: (up, down)}``.
+
+    The learners validate what they write (``curator.learn_votes``); a malformed item
+    here is logged loudly and left out, so one bad record cannot stop every cycle.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        log.error("curator.votes.malformed", value=repr(value)[:200])
+        return {}
+    out: dict[str, tuple[int, int]] = {}
+    for entry_id, counts in value.items():
+        up = counts.get("up", 0) if isinstance(counts, Mapping) else None
+        down = counts.get("down", 0) if isinstance(counts, Mapping) else None
+        if (not isinstance(entry_id, str) or not entry_id
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                           for n in (up, down))):
+            log.error("curator.votes.malformed", entry_id=repr(entry_id)[:80],
+                      counts=repr(counts)[:200])
+            continue
+        assert isinstance(up, int) and isinstance(down, int)
+        if up or down:
+            out[entry_id] = (up, down)
+    return out
+
+
+def pending_votes(ctx: Context) -> dict[str, tuple[int, int]]:
+    """The learners' batched UPVOTE / DOWNVOTE counts per entry since the last cycle."""
+    return parse_votes(ctx.semantic.get_meta(VOTES_KEY, None))
+
+
+def _take_votes(ctx: Context, consumed: Mapping[str, tuple[int, int]]) -> None:
+    current = parse_votes(ctx.semantic.get_meta(VOTES_KEY, None))
+    for entry_id, (up, down) in consumed.items():
+        held = current.pop(entry_id, None)
+        if held is not None and (held[0] > up or held[1] > down):
+            current[entry_id] = (max(0, held[0] - up), max(0, held[1] - down))
+    ctx.semantic.set_meta(VOTES_KEY, {k: {"up": u, "down": d}
+                                      for k, (u, d) in sorted(current.items())})
 
 
 def apply_changes(cy: Cycle, changes: Sequence[Change]) -> list[Applied]:

@@ -64,7 +64,8 @@ def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
     if is_derived(entry) and not parent_active:
         return None
     if entry.category is Category.WARNING:
-        if entry.status is EntryStatus.CANDIDATE and eff >= cfg.prune_below:
+        contradicted = entry.contradicted_count > 0 and eff < cfg.demote_below
+        if entry.status is EntryStatus.CANDIDATE and eff >= cfg.prune_below and not contradicted:
             return "warnings are listed at any confidence"
         if entry.status is EntryStatus.DEMOTED and eff >= cfg.demote_below:
             return f"warning back at {eff:.2f} >= {cfg.demote_below}"

@@ -3,10 +3,13 @@
 - ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
   every rule derived from one, through its parent's claim) is judged against
   the episodes that arrived since the last cycle (``curator.claims_check``):
-  right +0.05, wrong −0.10, netted once per entry with ``decay.net_votes``. A
-  right prediction also counts as a validation and restarts the decay clock
-  (SPEC §4: a positive outcome resets it); a wrong one counts as a
-  contradiction.
+  right +0.05, wrong −0.10. The learners' UPVOTE / DOWNVOTE operations since
+  the last cycle wait in meta ``pending_votes`` (``{id: {"up", "down"}}``,
+  written by ``curator.learn_votes``); each entry's votes and verdict are
+  netted once with ``decay.net_votes`` (order-independent, clamped once) and
+  taken out of ``pending_votes`` in the same transaction that applies them.
+  Confirmations count as validations and a net gain restarts the decay clock
+  (SPEC §4); the rest count as contradictions.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is checked against the occurrences of A whose lag window
   closed since the last cycle. Each followed occurrence adds a ``discovered``
@@ -23,7 +26,7 @@ import functools
 from typing import Any
 
 from curator.claims_check import EpisodeWindow, Verdict, check_causal, judge_claim
-from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all
+from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all, pending_votes
 from curator.lifecycle import is_derived
 from grimoire.context import Context
 from grimoire.decay import net_votes
@@ -33,25 +36,35 @@ from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 __all__ = ["cross_reference_causal", "validate_predictions", "vote_change"]
 
 
-def vote_change(cy: Cycle, entry_id: str, verdict: Verdict, *, op: str, why: str,
+def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
+                votes: tuple[int, int] = (0, 0), consume: bool = False,
                 add_support: int = 0) -> Change:
-    """One netted prediction vote (+ its count, + a decay-clock reset when right);
-    ``add_support`` more episodes of evidence on the entry's own claim."""
+    """One entry's votes of this cycle, netted once with ``decay.net_votes``: the learners'
+    batched UPVOTEs / DOWNVOTEs (``votes``) and the curator's own verdict (right +0.05,
+    wrong −0.10). Each counts as a validation or contradiction; a net gain restarts the
+    decay clock (SPEC §4). ``add_support`` more episodes of evidence on the entry's claim."""
     cfg = cy.ctx.config.decay
-    right = bool(verdict.right)
+    right = int(verdict is not None and verdict.right is True)
+    wrong = int(verdict is not None and verdict.right is False)
+    ups, downs = votes
+    gain = ups * cfg.upvote + right * cfg.prediction_right > (
+        downs * cfg.downvote + wrong * cfg.prediction_wrong)
     now = cy.now
 
     def mutate(cur: GrimoireEntry) -> GrimoireEntry:
-        confidence = net_votes(cur.confidence, 0, 0, cfg, right=int(right), wrong=int(not right))
+        confidence = net_votes(cur.confidence, ups, downs, cfg, right=right, wrong=wrong)
         return dataclasses.replace(
             cur, confidence=confidence,
-            validated_count=cur.validated_count + int(right),
-            contradicted_count=cur.contradicted_count + int(not right),
-            last_accessed_at=max(cur.last_accessed_at, now) if right else cur.last_accessed_at,
+            validated_count=cur.validated_count + ups + right,
+            contradicted_count=cur.contradicted_count + downs + wrong,
+            last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
             claim=cur.claim if cur.claim is None or not add_support else dataclasses.replace(
                 cur.claim, support=cur.claim.support + add_support))
 
-    return Change(entry_id, op, mutate, why=why, detail=verdict.to_dict())
+    detail = {**(verdict.to_dict() if verdict is not None else {}),
+              **({"upvotes": ups, "downvotes": downs} if ups or downs else {})}
+    return Change(entry_id, op, mutate, why=why, detail=detail,
+                  consume=votes if consume else None)
 
 
 def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
@@ -66,26 +79,40 @@ def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
     return None
 
 
+def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> str:
+    parts = []
+    if verdict is not None and verdict.right is not None:
+        observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
+        parts.append(f"prediction {'right' if verdict.right else 'wrong'}: observed {observed} "
+                     f"over {verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
+                     f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
+    if votes != (0, 0):
+        parts.append(f"learners' votes since the last cycle: {votes[0]} up, {votes[1]} down")
+    return "; ".join(parts)
+
+
 def validate_predictions(cy: Cycle) -> dict[str, Any]:
-    """Step 1: judge every metric / outcome-rate claim on the new episodes; net the votes."""
-    counts = {"judged": 0, "right": 0, "wrong": 0, "undecided": 0}
-    if not cy.window:
+    """Step 1: judge every metric / outcome-rate claim on the new episodes, and net them with
+    the learners' batched votes, once per entry."""
+    counts = {"judged": 0, "right": 0, "wrong": 0, "undecided": 0, "voted": 0, "upvotes": 0,
+              "downvotes": 0}
+    votes = pending_votes(cy.ctx)
+    if not cy.window and not votes:
         return counts
     window = EpisodeWindow.of(cy.window)
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
     min_support = cy.ctx.config.curator.validate_min_support
-    changes: list[Change] = []
-    verdicts: dict[tuple[str, str], Verdict | None] = {}  # a claim shared by parent and child
-    for entry in entries:
+    decided: dict[str, tuple[Verdict, str | None]] = {}
+    verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
+    for entry in entries if cy.window else ():
         found = _claim_of(entry, by_id)
         if found is None or found[0].target.startswith("event:"):
             continue
         claim, via = found
-        key = (claim.key, claim.target)
-        if key not in verdicts:
-            verdicts[key] = judge_claim(window, claim, min_support)
-        verdict = verdicts[key]
+        if claim.key not in verdicts:
+            verdicts[claim.key] = judge_claim(window, claim, min_support)
+        verdict = verdicts[claim.key]
         if verdict is None:
             continue
         counts["judged"] += 1
@@ -93,11 +120,17 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             counts["undecided"] += 1
             continue
         counts["right" if verdict.right else "wrong"] += 1
-        observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
-        why = (f"prediction {'right' if verdict.right else 'wrong'}: observed {observed} over "
-               f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
-               f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
-        changes.append(vote_change(cy, entry.id, verdict, op="validate", why=why))
+        decided[entry.id] = (verdict, via)
+    changes: list[Change] = []
+    for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
+        verdict, via = decided.get(entry_id, (None, None))
+        held = votes.get(entry_id, (0, 0))
+        counts["voted"] += int(entry_id in votes)
+        counts["upvotes"] += held[0]
+        counts["downvotes"] += held[1]
+        changes.append(vote_change(
+            cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
+            why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
     apply_changes(cy, changes)
     return counts
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from curator.claims_check import (
     check_causal,
     condition_mask,
     event_key,
+    event_keys,
     judge_claim,
     midpoint_verdict,
 )
@@ -37,7 +39,11 @@ def test_condition_mask_reads_the_distiller_vocabulary() -> None:
         False, False, True, False]
     assert condition_mask(window, {"action": "bridge"}).tolist() == [False] * 4
     assert condition_mask(window, {"token_pair": "WETH/USDC"}).all()
-    assert condition_mask(window, {"action": "swap"}, strategy="other").tolist() == [False] * 4
+    # Scoped as the learner scopes claims: a strategy's episodes, or (None) the global ones.
+    assert condition_mask(window, {}, scope=True, strategy="eth-dca").tolist() == [
+        False, False, True, True]
+    assert condition_mask(window, {}, scope=True, strategy=None).tolist() == [
+        True, True, False, False]
 
 
 def test_unreadable_conditions_give_no_verdict() -> None:
@@ -65,6 +71,7 @@ def test_metric_claim_right_wrong_and_undecided() -> None:
 
 
 def test_outcome_rate_claim_counts_only_rated_matching_actions() -> None:
+    """The claim is eth-dca's (swaps carry that strategy): rated swaps in high_vol count."""
     losing = [ep(swap(hour(1 + i), "negative")) for i in range(3)] + [
         ep(swap(hour(5), "positive")), ep(swap(hour(6), "positive", regime="bull")),
         ep(gas_obs(hour(7), 20.0, regime="high_vol"))]
@@ -110,6 +117,14 @@ def test_event_key_matches_causal_discovery_names() -> None:
     assert event_key(ep(_alert(at))) == "clade_alert"
     assert event_key(ep(gas_obs(at, 10.0))) is None
     assert event_key(ep(swap(at, "negative"))) == "action:swap:negative"
+    assert event_keys(ep(_shift(at))) == {"regime_shift", "regime_shift_to_high_vol"}
+
+
+def test_event_key_agrees_with_causal_discovery() -> None:
+    discovery = pytest.importorskip("curator.causal_discovery")
+    at = hour(1)
+    for params in (_alert(at), gas_obs(at, 10.0), swap(at, "negative"), _shift(at)):
+        assert event_key(ep(params)) == discovery.default_event_key(ep(params))
 
 
 def test_check_causal_counts_each_occurrence_once_across_cycles() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from curator.cycle import run_cycle
-from curator.phases_evidence import validate_predictions
+from curator.cycle_support import apply_changes, pending_votes
+from curator.phases_evidence import validate_predictions, vote_change
 from curator.phases_learn import compress
 from curator.phases_lifecycle import decay, demote_and_prune
 from curator.phases_promote import parameterize, promote
@@ -47,7 +48,8 @@ def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
     clock.set(hour(5))
     write(g, [gas_obs(hour(2.1 + i / 10), 6.0 + i) for i in range(4)])
     counts = validate_predictions(start_cycle(g))
-    assert counts == {"judged": 1, "right": 1, "wrong": 0, "undecided": 0}
+    assert counts == {"judged": 1, "right": 1, "wrong": 0, "undecided": 0, "voted": 0,
+                      "upvotes": 0, "downvotes": 0}
     after = get(g, insight.id)
     assert after.confidence == pytest.approx(0.65)
     assert (after.validated_count, after.contradicted_count) == (1, 0)
@@ -79,6 +81,44 @@ def test_too_little_evidence_is_undecided_and_changes_nothing(
     write(g, [gas_obs(hour(3), 40.0), gas_obs(hour(12), 40.0)])
     assert validate_predictions(start_cycle(g))["undecided"] == 1
     assert get(g, insight.id) == insight
+
+
+def test_batched_votes_are_netted_once_and_taken_off_the_pending_list(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """3 ups and 1 down since the last cycle net to +0.15 in one step (SPEC §4 and seed 004's
+    "3 upvotes and 1 downvote nets to +2"); the curator's own verdict joins the same net."""
+    voted = put(g, confidence=0.5)
+    judged = put(g, claim=GAS_CLAIM, confidence=0.5)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes", {
+        voted.id: {"up": 3, "down": 1}, judged.id: {"up": 0, "down": 1}}))
+    write(g, [gas_obs(hour(2.2) + i, 6.0) for i in range(3)])
+    clock.set(hour(5))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["voted"] == 2 and counts["upvotes"] == 3 and counts["downvotes"] == 2
+    assert get(g, voted.id).confidence == pytest.approx(0.5 + 0.3 - 0.15)
+    assert get(g, voted.id).validated_count == 3 and get(g, voted.id).contradicted_count == 1
+    assert get(g, voted.id).last_accessed_at == hour(5)  # a net gain restarts the clock
+    assert get(g, judged.id).confidence == pytest.approx(0.5 - 0.15 + 0.05)
+    assert get(g, judged.id).last_accessed_at == judged.last_accessed_at  # a net loss does not
+    assert semantic.get_meta("pending_votes") == {}
+    assert deltas(g, voted.id) == ["votes"] and deltas(g, judged.id) == ["validate"]
+
+
+def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
+    entry = put(g, confidence=0.5)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes",
+                                                    {entry.id: {"up": 1, "down": 0}}))
+    cy = start_cycle(g)
+    snapshot = pending_votes(g.context)
+    # A learner adds a vote between the curator's read and its write.
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes",
+                                                    {entry.id: {"up": 2, "down": 1}}))
+    apply_changes(cy, [vote_change(cy, entry.id, None, op="votes", why="t",
+                                   votes=snapshot[entry.id], consume=True)])
+    assert get(g, entry.id).confidence == pytest.approx(0.6)
+    assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
 
 
 # --- 2. compress -------------------------------------------------------------------------

@@ -31,7 +31,7 @@ GAS_CLAIM = Claim(condition={"hour_window": [2, 4]}, target="metric:gas_gwei",
                   direction="lower", effect=6.0, baseline=24.0, support=40)
 SWAP_CLAIM = Claim(condition={"action": "swap", "regime": "high_vol"},
                    target="outcome:negative_rate", direction="higher", effect=0.8,
-                   baseline=0.35, support=20)
+                   baseline=0.35, support=20, strategy="eth-dca")
 
 
 def curator_config(**changes: Any) -> Config:
