@@ -16,6 +16,20 @@ base rate holds" when both are equally likely a priori, so one unlucky
 episode cannot flip a well-supported window and a real reversal flips it at
 once. Conditions this module cannot read (a metric band, a term from another
 extractor) give no verdict: the claim is left to its own learner.
+
+How much a verdict weighs: every ``min_support`` matching episodes are one
+prediction (at most ``max_predictions`` per cycle), all judged by the pooled
+window. Forty cheap-window observations are more evidence than three, and
+the learners vote once per distillation run (several times a cycle): a
+single +0.05 / −0.10 per cycle would leave the curator's own evidence
+unheard, while judging the pool (not each group) keeps a true but modest
+claim from being worn down by the noise of small groups.
+
+``reversal`` turns a decisively wrong verdict into the claim the new
+episodes make instead (the same condition and target, the other direction),
+when the observation lies beyond the baseline by at least half the original
+gap and by the learner's own minimum effect: the world changed, and the
+curator has the evidence in hand before a long learning window catches up.
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ __all__ = [
     "event_keys",
     "judge_claim",
     "midpoint_verdict",
+    "reversal",
 ]
 
 Mask = npt.NDArray[np.bool_]
@@ -211,10 +226,12 @@ class Verdict:
     effect: float
     baseline: float
     target: str
+    predictions: int = 0  # how many predictions this verdict counts for (0 when undecided)
+    episode_ids: tuple[str, ...] = ()  # the matching episodes (metric / rate claims)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "right": self.right, "n": self.n,
+            "right": self.right, "n": self.n, "predictions": self.predictions,
             "observed": None if self.observed is None else round(self.observed, 6),
             "effect": round(self.effect, 6), "baseline": round(self.baseline, 6),
             "target": self.target,
@@ -232,7 +249,12 @@ def midpoint_verdict(observed: float, effect: float, baseline: float) -> bool | 
     return bool(side > 0)
 
 
-def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int) -> Verdict | None:
+def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
+    return 0 if right is None else max(1, min(cap, n // max(1, min_support)))
+
+
+def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
+                max_predictions: int = 1) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
     mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
@@ -241,7 +263,8 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int) -> Verdic
     kind, _, name = claim.target.partition(":")
     if kind == "metric" and name:
         column = window.metrics.get(name)
-        values = column[mask & ~np.isnan(column)] if column is not None else np.zeros(0)
+        rows = mask & ~np.isnan(column) if column is not None else np.zeros(window.size, bool)
+        values = column[rows] if column is not None else np.zeros(0)
         observed = float(values.mean()) if values.size else None
         n = int(values.size)
     elif claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
@@ -252,12 +275,15 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int) -> Verdic
         n = int(population.sum())
         hits = window.negative if claim.target == NEGATIVE_RATE else window.positive
         observed = float((population & hits).sum() / n) if n else None
+        rows = population
     else:
         return None
     right = None
     if observed is not None and n >= min_support:
         right = midpoint_verdict(observed, claim.effect, claim.baseline)
-    return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target)
+    return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                   _predictions(right, n, min_support, max_predictions),
+                   tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +297,8 @@ class CausalCheck:
 
 
 def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int,
-                 closed_until: int, min_support: int) -> CausalCheck | None:
+                 closed_until: int, min_support: int,
+                 max_predictions: int = 1) -> CausalCheck | None:
     """Count cause A's occurrences whose window ``(t, t + within_ms]`` closed in
     ``(closed_after, closed_until]`` and how many were followed by effect B in it.
 
@@ -305,5 +332,32 @@ def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int
     right = None
     if observed is not None and n >= min_support:
         right = midpoint_verdict(observed, claim.effect, claim.baseline)
-    verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target)
+    verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                      _predictions(right, n, min_support, max_predictions))
     return CausalCheck(n, followed, tuple(pairs), verdict)
+
+
+def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: float,
+             min_rate_gap: float) -> Claim | None:
+    """The claim the new episodes make when they reverse ``claim``, else None.
+
+    Needs a wrong verdict on at least ``2 × min_support`` episodes, an observation
+    past the baseline (opposite side from the effect) by at least half the claimed gap,
+    and an effect of the learner's own minimum size: relative ``min_effect`` for a
+    metric, ``min_rate_gap`` for a rate. Metric bands and event links are not reversed.
+    """
+    if (verdict.right is not False or verdict.observed is None
+            or verdict.n < 2 * min_support or claim.target.startswith("event:")):
+        return None
+    gap = claim.effect - claim.baseline
+    beyond = (claim.baseline - verdict.observed) * (1.0 if gap > 0 else -1.0)
+    if gap == 0 or beyond < abs(gap) / 2:
+        return None
+    if claim.target.startswith("metric:"):
+        if claim.baseline == 0 or beyond / abs(claim.baseline) < min_effect:
+            return None
+    elif beyond < min_rate_gap:
+        return None
+    return Claim(condition=dict(claim.condition), target=claim.target,
+                 direction="lower" if gap > 0 else "higher", effect=verdict.observed,
+                 baseline=claim.baseline, support=verdict.n, strategy=claim.strategy)

@@ -7,8 +7,9 @@ one. Phases, in SPEC order:
 1. ``validate``      predictions of stored claims vs new episodes; netted votes
 2. ``distil``        ExpeL distiller + causal discovery (``curator.learn``, if installed)
    ``compress``      coherent episode clusters in one regime → insights
-3. ``parameterize``  active cost/gain insights → derived heuristics / warnings
-   ``promote``       candidates that reached their threshold → active
+3. ``promote``       candidates that reached their threshold → active
+   ``parameterize``  active cost/gain insights → derived heuristics / warnings (promoted
+                     at once when they qualify)
 4. ``decay``         measure this cycle's decay; GrimoireDecay event
 5. ``demote_prune``  active < 0.4 → demoted; < 0.1 for 3 cycles or junk → archived
 6. ``causal``        causal links vs the cause occurrences that closed; edges, evidence
@@ -69,8 +70,8 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("validate", validate_predictions),
     ("distil", distil),
     ("compress", compress),
-    ("parameterize", parameterize),
     ("promote", promote),
+    ("parameterize", parameterize),
     ("decay", decay),
     ("demote_prune", demote_and_prune),
     ("causal", cross_reference_causal),
@@ -122,7 +123,8 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
             phases[name] = {**counts, "ms": round((time.perf_counter() - t0) * 1000, 2)}
         summary: dict[str, Any] = {
             "cycle": cy.number, "tick": ctx.tick, "now": now, "episodes": len(window),
-            "entries_promoted": _int(phases, "promote", "promoted"),
+            "entries_promoted": (_int(phases, "promote", "promoted")
+                                 + _int(phases, "parameterize", "promoted")),
             "entries_demoted": _int(phases, "demote_prune", "demoted"),
             "entries_pruned": (_int(phases, "demote_prune", "pruned")
                                + _int(phases, "quarantine", "rejected")

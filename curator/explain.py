@@ -9,8 +9,9 @@ distilled from (texts and refs), its parent and derived entries, and its
 causal and outcome edges. Returned as data and as ``text``, rendered here so
 that the CLI and the socket show the same thing.
 
-Read-only. An id may be given as a unique prefix (as PLAYBOOK.md prints
-them); an ambiguous prefix is a ValidationError listing the candidates.
+Read-only. An id may be given as a unique prefix, or as the prefix
+PLAYBOOK.md prints (unique among the entries it lists); an ambiguous prefix
+is a ValidationError listing the candidates.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ def resolve_entry(ctx: Context, id: str) -> GrimoireEntry:
     if not matches:
         raise NotFoundError(f"no entry whose id is or starts with {key!r}")
     if len(matches) > 1:
+        # PLAYBOOK.md prints the shortest prefix unique among the entries it shows; entries
+        # made in the same millisecond share 12 characters (UUIDv7), so a prefix copied from
+        # the file may match others in the store: the one in the playbook is the one meant.
+        from grimoire.playbook_api import select_entries
+
+        in_playbook = {e.id for e in select_entries(ctx)}
+        listed = [m for m in matches if m.id in in_playbook]
+        if len(listed) == 1:
+            return listed[0]
         shown = ", ".join(sorted(m.id for m in matches)[:5])
         raise ValidationError(f"{key!r} matches {len(matches)} entries ({shown}"
                               f"{', …' if len(matches) > 5 else ''}): give more characters",

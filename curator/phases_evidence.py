@@ -3,13 +3,17 @@
 - ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
   every rule derived from one, through its parent's claim) is judged against
   the episodes that arrived since the last cycle (``curator.claims_check``):
-  right +0.05, wrong −0.10. The learners' UPVOTE / DOWNVOTE operations since
+  right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
+  matching episodes are one). The learners' UPVOTE / DOWNVOTE operations since
   the last cycle wait in meta ``pending_votes`` (``{id: {"up", "down"}}``,
   written by ``curator.learn_votes``); each entry's votes and verdict are
   netted once with ``decay.net_votes`` (order-independent, clamped once) and
   taken out of ``pending_votes`` in the same transaction that applies them.
   Confirmations count as validations and a net gain restarts the decay clock
-  (SPEC §4); the rest count as contradictions.
+  (SPEC §4); the rest count as contradictions. A claim the new episodes
+  decisively *reverse* (``claims_check.reversal``) is followed by the
+  reversed claim, proposed through the admission gate (quarantined while the
+  old one is still confident, released by the quarantine review once it falls).
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is checked against the occurrences of A whose lag window
   closed since the last cycle. Each followed occurrence adds a ``discovered``
@@ -25,15 +29,25 @@ import dataclasses
 import functools
 from typing import Any
 
-from curator.claims_check import EpisodeWindow, Verdict, check_causal, judge_claim
+from curator.claims_check import (
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    EpisodeWindow,
+    Verdict,
+    check_causal,
+    judge_claim,
+    reversal,
+)
 from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all, pending_votes
 from curator.lifecycle import is_derived
 from grimoire.context import Context
 from grimoire.decay import net_votes
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.knowledge import Proposal, admit
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
+from playbook.render_text import render_claim
 
-__all__ = ["cross_reference_causal", "validate_predictions", "vote_change"]
+__all__ = ["claim_category", "cross_reference_causal", "validate_predictions", "vote_change"]
 
 
 def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
@@ -44,8 +58,9 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
     wrong −0.10). Each counts as a validation or contradiction; a net gain restarts the
     decay clock (SPEC §4). ``add_support`` more episodes of evidence on the entry's claim."""
     cfg = cy.ctx.config.decay
-    right = int(verdict is not None and verdict.right is True)
-    wrong = int(verdict is not None and verdict.right is False)
+    weight = verdict.predictions if verdict is not None else 0
+    right = weight if verdict is not None and verdict.right is True else 0
+    wrong = weight if verdict is not None and verdict.right is False else 0
     ups, downs = votes
     gain = ups * cfg.upvote + right * cfg.prediction_right > (
         downs * cfg.downvote + wrong * cfg.prediction_wrong)
@@ -83,8 +98,9 @@ def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> st
     parts = []
     if verdict is not None and verdict.right is not None:
         observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
-        parts.append(f"prediction {'right' if verdict.right else 'wrong'}: observed {observed} "
-                     f"over {verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
+        parts.append(f"{verdict.predictions} prediction{'s' * (verdict.predictions != 1)} "
+                     f"{'right' if verdict.right else 'wrong'}: observed {observed} over "
+                     f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
                      f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
     if votes != (0, 0):
         parts.append(f"learners' votes since the last cycle: {votes[0]} up, {votes[1]} down")
@@ -104,6 +120,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     by_id = {e.id: e for e in entries}
     min_support = cy.ctx.config.curator.validate_min_support
     decided: dict[str, tuple[Verdict, str | None]] = {}
+    wrong_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
     verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
     for entry in entries if cy.window else ():
         found = _claim_of(entry, by_id)
@@ -111,7 +128,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         claim, via = found
         if claim.key not in verdicts:
-            verdicts[claim.key] = judge_claim(window, claim, min_support)
+            verdicts[claim.key] = judge_claim(window, claim, min_support,
+                                              cy.ctx.config.curator.validate_max_votes)
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
@@ -121,6 +139,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         counts["right" if verdict.right else "wrong"] += 1
         decided[entry.id] = (verdict, via)
+        if via is None and verdict.right is False:
+            wrong_claims.setdefault(claim.key, (entry, claim, verdict))
     changes: list[Change] = []
     for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
         verdict, via = decided.get(entry_id, (None, None))
@@ -132,7 +152,71 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
             why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
     apply_changes(cy, changes)
+    counts.update(_propose_reversals(cy, list(wrong_claims.values())))
     return counts
+
+
+def _propose_reversals(cy: Cycle, wrong: list[tuple[GrimoireEntry, Claim, Verdict]],
+                       ) -> dict[str, int]:
+    """Claims the new episodes decisively reversed → the reversed claim, through the gate.
+
+    The gate quarantines it while the old claim is still confident (the firewall);
+    ``review_quarantine`` releases it once the old one has fallen.
+    """
+    counts = {"reversals": 0}
+    cfg = cy.ctx.config
+    proposals: list[tuple[GrimoireEntry, Proposal]] = []
+    for entry, claim, verdict in wrong:
+        flipped = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
+                           min_effect=cfg.distiller.min_effect,
+                           min_rate_gap=cfg.distiller.min_rate_gap)
+        if flipped is None or cy.ctx.semantic.find_by_claim_key(
+                flipped.key, EntryFilter(statuses=_KNOWN)) is not None:
+            continue  # not decisive, or already known (the learner or an earlier cycle)
+        category = claim_category(flipped)
+        content = (render_claim(flipped, category, "") or
+                   render_claim(flipped, Category.INSIGHT, "") or flipped.key)
+        regime = flipped.condition.get("regime")
+        proposals.append((entry, Proposal(
+            category=category, content=content, provenance=Provenance.SELF_LEARNED,
+            tags=("reversal", flipped.target.partition(":")[2]), strategy=flipped.strategy,
+            regime=Regime(regime) if isinstance(regime, str) and regime in _REGIMES else None,
+            parent_episode_ids=verdict.episode_ids[-200:], claim=flipped,
+            support=verdict.n, event_time=cy.now)))
+    if not proposals:
+        return counts
+    vectors = cy.ctx.embedder.embed([p.content for _, p in proposals])
+    for (old, proposal), vector in zip(proposals, vectors, strict=True):
+        result = cy.ctx.writer.call(functools.partial(admit, cy.ctx, proposal, vector))
+        counts["reversals"] += 1
+        decision = str(result["decision"])
+        counts[f"reversal_{decision}"] = counts.get(f"reversal_{decision}", 0) + 1
+        if result.get("id"):
+            cy.ctx.writer.call(functools.partial(
+                cy.ctx.semantic.add_curator_delta, cycle=cy.number, op="reversal",
+                entry_id=result["id"], before=None,
+                after={"why": f"{decision}: the new episodes reverse {old.id}",
+                       "detail": {"reverses": old.id, "observed": proposal.claim.effect
+                                  if proposal.claim else None, "n": proposal.support}},
+                now=cy.now))
+    return counts
+
+
+_REGIMES = frozenset(r.value for r in Regime)
+_KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
+          EntryStatus.QUARANTINED)
+
+
+def claim_category(claim: Claim) -> Category:
+    """As the learner files a claim: a metric level is an insight, a bad outcome rate a
+    warning, a good one a heuristic (``curator.operations.category_for_claim``)."""
+    if claim.target.startswith("event:"):
+        return Category.CAUSAL_LINK
+    if claim.target == NEGATIVE_RATE:
+        return Category.WARNING if claim.direction == "higher" else Category.HEURISTIC
+    if claim.target == POSITIVE_RATE:
+        return Category.HEURISTIC if claim.direction == "higher" else Category.WARNING
+    return Category.INSIGHT
 
 
 def _upsert_edges(ctx: Context, pairs: tuple[tuple[str, str, int], ...], weight: float,
@@ -164,7 +248,8 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
     for link in links:
         assert link.claim is not None
         check = check_causal(episodes, link.claim, closed_after=closed_after,
-                             closed_until=cy.now, min_support=min_support)
+                             closed_until=cy.now, min_support=min_support,
+                             max_predictions=cy.ctx.config.curator.validate_max_votes)
         if check is None or check.occurrences == 0:
             continue
         counts["links"] += 1

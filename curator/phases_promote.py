@@ -9,8 +9,10 @@
   later edited the rule's sentence is refreshed instead. Outside knowledge
   (an insight with clade / marketplace / ... provenance) must have been
   validated here at least once before a rule is derived from it.
-- ``promote``: candidate or demoted entries that meet their threshold
-  become active (``curator.lifecycle.promotion_reason``).
+- ``promote`` (runs first, so an insight promoted now is parameterized in
+  the same cycle): candidate or demoted entries that meet their threshold
+  become active (``curator.lifecycle.promotion_reason``); a newly derived
+  rule is judged for promotion as soon as it is admitted.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from curator.rule_gate import RULE_CATEGORIES, admit_rule
 from grimoire.decay import default_decay_class
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 
-__all__ = ["parameterize", "parent_active_map", "promote"]
+__all__ = ["parameterize", "parent_active_map", "promote", "promotion_change"]
 
 
 def _children(cy: Cycle) -> dict[str, list[GrimoireEntry]]:
@@ -48,7 +50,7 @@ def _refresh(cy: Cycle, child: GrimoireEntry, content: str) -> Change:
 
 
 def parameterize(cy: Cycle) -> dict[str, Any]:
-    """Step 3a: active cost/gain insights → derived heuristics (good window) or warnings."""
+    """Step 3b: active cost/gain insights → derived heuristics (good window) or warnings."""
     counts: dict[str, Any] = {"insights": 0, "proposed": 0, "heuristics": 0, "warnings": 0,
                               "admitted": 0, "merged": 0, "skipped": 0, "rejected": 0,
                               "quarantined": 0, "refreshed": 0, "unvalidated": 0}
@@ -85,6 +87,7 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
             parent_entry_ids=(insight.id,), status=EntryStatus.CANDIDATE, updated_at=cy.now)
         pending.append((insight, entry))
     counts["refreshed"] = len(apply_changes(cy, refresh))
+    admitted: list[str] = []
     if pending:
         vectors = cy.ctx.embedder.embed([e.content for _, e in pending])
         for (insight, entry), vector in zip(pending, vectors, strict=True):
@@ -95,6 +98,8 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
             counts["heuristics" if entry.category is Category.HEURISTIC else "warnings"] += 1
             decision = str(result["decision"])
             counts[decision] = counts.get(decision, 0) + 1
+            if decision == "admitted" and result.get("id"):
+                admitted.append(str(result["id"]))
             if result.get("id"):
                 cy.ctx.writer.call(functools.partial(
                     cy.ctx.semantic.add_curator_delta, cycle=cy.number, op="derive",
@@ -104,6 +109,10 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
                            "detail": {"parent": insight.id, "confidence": entry.confidence,
                                       "composite": result.get("composite")}},
                     now=cy.now))
+    # A rule derived from an active insight is judged for promotion at once (same cycle).
+    fresh = [e for i in admitted if (e := cy.ctx.semantic.get_entry(i)) is not None]
+    changes = [c for e in fresh if (c := promotion_change(cy, e)) is not None]
+    counts["promoted"] = len(apply_changes(cy, changes))
     return counts
 
 
@@ -114,30 +123,36 @@ def parent_active_map(entries: list[GrimoireEntry],
             for e in entries if is_derived(e)}
 
 
-def promote(cy: Cycle) -> dict[str, Any]:
-    """Step 3b: candidate / demoted entries that reached their threshold become active."""
+def promotion_change(cy: Cycle, entry: GrimoireEntry, parent_ok: bool = True) -> Change | None:
+    """The change that makes ``entry`` active, if it qualifies now (re-checked when applied)."""
     cfg = cy.ctx.config.curator
-    entries = list_all(cy, LIVE)
-    status_of = {e.id: e.status for e in entries}
-    parents = parent_active_map(entries, status_of)
-    changes: list[Change] = []
-    for entry in entries:
-        eff = cy.eff(entry)
-        reason = promotion_reason(entry, eff, cfg, parent_active=parents.get(entry.id, True))
-        if reason is None:
-            continue
+    eff = cy.eff(entry)
+    reason = promotion_reason(entry, eff, cfg, parent_active=parent_ok)
+    if reason is None:
+        return None
 
-        def mutate(cur: GrimoireEntry, parent_ok: bool = parents.get(entry.id, True)
-                   ) -> GrimoireEntry | None:
-            if promotion_reason(cur, cy.eff(cur), cfg, parent_active=parent_ok) is None:
-                return None  # changed since the snapshot: no longer qualifies
-            return dataclasses.replace(cur, status=EntryStatus.ACTIVE)
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
+        if promotion_reason(cur, cy.eff(cur), cfg, parent_active=parent_ok) is None:
+            return None  # changed since the snapshot: no longer qualifies
+        return dataclasses.replace(cur, status=EntryStatus.ACTIVE)
 
-        changes.append(Change(entry.id, "promote", mutate, why=reason,
-                              detail={"effective_confidence": round(eff, 4)}))
-    applied = apply_changes(cy, changes)
+    return Change(entry.id, "promote", mutate, why=reason,
+                  detail={"effective_confidence": round(eff, 4)})
+
+
+def _counted(applied: list[Any]) -> dict[str, Any]:
     counts: dict[str, Any] = {"promoted": len(applied)}
     for item in applied:
         key = item.after.category.value
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def promote(cy: Cycle) -> dict[str, Any]:
+    """Step 3a: candidate / demoted entries that reached their threshold become active."""
+    entries = list_all(cy, LIVE)
+    status_of = {e.id: e.status for e in entries}
+    parents = parent_active_map(entries, status_of)
+    changes = [c for e in entries
+               if (c := promotion_change(cy, e, parents.get(e.id, True))) is not None]
+    return _counted(apply_changes(cy, changes))

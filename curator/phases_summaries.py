@@ -131,10 +131,13 @@ def _l2_draft(cy: Cycle, summaries: list[GrimoireEntry]) -> SummaryDraft | None:
            and (since is None or e.created_at > since)]
     if not l1s:
         return None
-    covered = list(dict.fromkeys(i for e in l1s for i in e.parent_episode_ids))
-    episodes = [ep for i in covered[-_MAX_SUMMARY_PARENTS:]
-                if (ep := cy.ctx.episodes.get(i)) is not None]
-    return l2_summary(l1s, episodes, examples=cy.ctx.config.curator.summary_examples)
+    covered = set(i for e in l1s for i in e.parent_episode_ids)
+    # One snapshot scan of the chapter's period decodes rows in batches; a look-up per id
+    # cost ~1 ms each (1.2-1.6 s for a 10-cycle chapter in the simulator).
+    start = min((e.valid_from for e in l1s if e.valid_from is not None), default=None)
+    episodes = [ep for ep in cy.ctx.episodes.scan(since_ms=start) if ep.id in covered]
+    return l2_summary(l1s, episodes[-_MAX_SUMMARY_PARENTS:],
+                      examples=cy.ctx.config.curator.summary_examples)
 
 
 def _recent_centroid(cy: Cycle) -> npt.NDArray[np.float64] | None:

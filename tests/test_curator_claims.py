@@ -16,6 +16,7 @@ from curator.claims_check import (
     event_keys,
     judge_claim,
     midpoint_verdict,
+    reversal,
 )
 from grimoire.ids import new_id
 from grimoire.records import Claim, Episode, episode_from_params
@@ -81,6 +82,45 @@ def test_outcome_rate_claim_counts_only_rated_matching_actions() -> None:
     winning = [ep(swap(hour(1 + i), "positive")) for i in range(4)]
     verdict = judge_claim(EpisodeWindow.of(winning), SWAP_CLAIM, 3)
     assert verdict is not None and verdict.right is False and verdict.observed == 0.0
+
+
+def test_every_min_support_episodes_count_as_one_prediction() -> None:
+    """Forty observations are more evidence than three: judged once on the pool, counted as
+    n // min_support predictions, at most max_predictions."""
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 40.0)) for i in range(40)]
+    verdict = judge_claim(EpisodeWindow.of(dear[:7]), GAS_CLAIM, 3, max_predictions=10)
+    assert verdict is not None and verdict.right is False and verdict.predictions == 2
+    verdict = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3, max_predictions=10)
+    assert verdict is not None and verdict.predictions == 10
+    assert len(verdict.episode_ids) == 40
+    undecided = judge_claim(EpisodeWindow.of(dear[:2]), GAS_CLAIM, 3, max_predictions=10)
+    assert undecided is not None and undecided.predictions == 0
+
+
+def test_decisive_reversals_become_the_reversed_claim() -> None:
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 42.0)) for i in range(6)]
+    verdict = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3)
+    assert verdict is not None
+    flipped = reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None
+    assert (flipped.direction, flipped.effect, flipped.baseline, flipped.support) == (
+        "higher", 42.0, 24.0, 6)
+    assert flipped.condition == GAS_CLAIM.condition and flipped.target == GAS_CLAIM.target
+    # Too few episodes, or wrong but not past the baseline: no reversal.
+    few = judge_claim(EpisodeWindow.of(dear[:5]), GAS_CLAIM, 3)
+    assert few is not None and reversal(GAS_CLAIM, few, min_support=3, min_effect=0.25,
+                                        min_rate_gap=0.2) is None
+    meh = judge_claim(EpisodeWindow.of([ep(gas_obs(hour(2) + i, 20.0)) for i in range(6)]),
+                      GAS_CLAIM, 3)
+    assert meh is not None and meh.right is False
+    assert reversal(GAS_CLAIM, meh, min_support=3, min_effect=0.25, min_rate_gap=0.2) is None
+    # Swaps in high_vol that now win: the warning's claim reverses into "negative rate lower".
+    wins = judge_claim(EpisodeWindow.of([ep(swap(hour(1) + i, "positive")) for i in range(6)]),
+                       SWAP_CLAIM, 3)
+    assert wins is not None
+    flipped = reversal(SWAP_CLAIM, wins, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None and flipped.direction == "lower" and flipped.effect == 0.0
+    assert flipped.strategy == "eth-dca"
 
 
 @given(effect=st.floats(-1e6, 1e6), baseline=st.floats(-1e6, 1e6),

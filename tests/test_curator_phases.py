@@ -13,7 +13,7 @@ from curator.cycle import run_cycle
 from curator.cycle_support import apply_changes, pending_votes
 from curator.phases_evidence import validate_predictions, vote_change
 from curator.phases_learn import compress
-from curator.phases_lifecycle import decay, demote_and_prune
+from curator.phases_lifecycle import decay, demote_and_prune, review_quarantine
 from curator.phases_promote import parameterize, promote
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
@@ -49,7 +49,7 @@ def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
     write(g, [gas_obs(hour(2.1 + i / 10), 6.0 + i) for i in range(4)])
     counts = validate_predictions(start_cycle(g))
     assert counts == {"judged": 1, "right": 1, "wrong": 0, "undecided": 0, "voted": 0,
-                      "upvotes": 0, "downvotes": 0}
+                      "upvotes": 0, "downvotes": 0, "reversals": 0}
     after = get(g, insight.id)
     assert after.confidence == pytest.approx(0.65)
     assert (after.validated_count, after.contradicted_count) == (1, 0)
@@ -121,6 +121,35 @@ def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
     assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
 
 
+def test_a_decisive_reversal_proposes_the_reversed_claim(g: Grimoire, clock: FrozenClock) -> None:
+    """Cheap gas at 02-04 turns dear: the old insight takes the wrong predictions and the
+    reversed claim goes through the gate, quarantined while the old one is still confident,
+    then released by the quarantine review once it has fallen."""
+    old = put(g, claim=GAS_CLAIM, confidence=0.99)
+    write(g, [gas_obs(hour(2) + i * 60_000, 42.0) for i in range(6)])
+    clock.set(hour(5))
+    cy = start_cycle(g)
+    counts = validate_predictions(cy)
+    finish_cycle(cy)
+    assert counts["wrong"] == 1 and counts["reversals"] == 1
+    assert get(g, old.id).confidence == pytest.approx(0.79)  # 2 predictions wrong
+    assert counts.get("reversal_quarantined") == 1
+    held = g.context.semantic.list_quarantine()[0].entry
+    assert held.claim is not None and held.claim.direction == "higher"
+    assert held.claim.effect == 42.0 and len(held.parent_episode_ids) == 6
+    assert held.content == ("When the hour is 02:00–04:00 UTC, gas averages 42 gwei (vs 24 "
+                            "gwei otherwise; 6 episodes).")
+    assert deltas(g, held.id) == ["reversal"]
+    # Not proposed twice while it is known.
+    write(g, [gas_obs(hour(2, day=1) + i * 60_000, 42.0) for i in range(6)])
+    clock.set(hour(5, day=1))
+    cy = start_cycle(g)
+    assert validate_predictions(cy)["reversals"] == 0
+    assert get(g, old.id).confidence < 0.7
+    assert review_quarantine(cy)["released"] == 1
+    assert get(g, held.id).status is EntryStatus.CANDIDATE
+
+
 # --- 2. compress -------------------------------------------------------------------------
 
 
@@ -172,8 +201,10 @@ def test_active_cost_insight_yields_one_derived_heuristic(
     assert rule["parent_entry_ids"] == [insight.id]
     assert rule["content"].startswith("When the time is between 02:00 and 04:00 UTC, prefer")
     assert rule["confidence"] == pytest.approx(0.9)
-    assert rule["provenance"] == "self_learned" and rule["status"] == "candidate"
-    assert deltas(g, rule["id"]) == ["derive"]
+    # At 0.9 >= 0.7 and learnt here, it is promoted in the same cycle it is derived.
+    assert rule["provenance"] == "self_learned" and rule["status"] == "active"
+    assert counts["promoted"] == 1
+    assert deltas(g, rule["id"]) == ["derive", "promote"]
     # Never derived twice from the same insight.
     assert parameterize(start_cycle(g))["proposed"] == 0
     # When the insight's numbers are edited, the rule's sentence follows.
