@@ -190,6 +190,19 @@ class CuratorConfig:
         0.1, "region MDP: refit when mean assignment cosine falls this far below the fit's")
     regions_min_drift_points: int = opt(
         32, "region MDP: episodes assigned since the last fit before drift is judged")
+    validate_min_support: int = opt(
+        3, "new episodes matching a claim's condition per prediction the cycle judges")
+    validate_max_votes: int = opt(
+        10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
+    window_episodes: int = opt(5000, "newest unprocessed episodes one cycle reads at most")
+    write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)")
+    compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")
+    l1_coherence: float = opt(0.6, "cluster coherence of an L1 session summary")
+    l1_max_per_cycle: int = opt(8, "L1 summaries written per cycle at most")
+    quarantine_max_cycles: int = opt(
+        3, "reviews a quarantined entry waits for its conflict to clear before it is rejected")
+    compact_min_fragments: int = opt(
+        16, "the cycle compacts the episodic store when it has at least this many fragments")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
-from grimoire.errors import GrimoireError, NotAvailableError, StoreError
+from grimoire.errors import GrimoireError, StoreError
 from grimoire.llm import LLM
 from grimoire.logs import EventLog
 from grimoire.stores.episodes import EpisodeStore
@@ -60,6 +60,7 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
     from curator import learn
+    from curator.cycle import curator_hook
     from curator.learn_reflexion import reflexion_hook
     from grimoire.causal import link_new_episodes
     from grimoire.health import register_health_metrics
@@ -76,6 +77,7 @@ def _wire(ctx: Context) -> None:
         from curator.llm_paths import install_llm_paths
 
         install_llm_paths(ctx, ctx.extras["llm"])
+    ctx.curator_hook = curator_hook
 
 
 class Grimoire:
@@ -225,7 +227,9 @@ class Grimoire:
                             limit=limit)
 
     def entry_explain(self, id: str) -> dict[str, Any]:
-        raise NotAvailableError("entry.explain arrives with the curator cycle")
+        from curator.explain import explain_entry
+
+        return explain_entry(self._ctx, id)
 
     # -- retrieval and feedback -----------------------------------------------------------
 
@@ -282,10 +286,14 @@ class Grimoire:
     # -- curator, playbook, heartbeat -----------------------------------------------------
 
     def playbook_get(self) -> dict[str, Any]:
-        raise NotAvailableError("playbook.get arrives with the curator cycle")
+        from grimoire.playbook_api import playbook_get
+
+        return playbook_get(self._ctx)
 
     def curator_run(self) -> dict[str, Any]:
-        raise NotAvailableError("curator.run arrives with the curator cycle")
+        from curator.cycle import run_cycle
+
+        return run_cycle(self._ctx)
 
     def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
              ) -> dict[str, Any]:

@@ -1,0 +1,363 @@
+"""Judging a stored claim against episodes the curator has not seen yet (SPEC §8 steps 1 and 6).
+
+Owns: a column view of a window of episodes, the per-episode reading of a
+claim's ``condition`` (the distiller's vocabulary: regime, token_pair,
+chain, tool, action, hour_window), and the verdict rule. Pure: episodes and
+claims in, verdicts out; it never reads a store or a clock.
+
+The verdict rule. A claim says that under its condition the target sits at
+``effect`` rather than at ``baseline`` (a metric's mean, an outcome's rate, the
+rate at which event B follows event A). The new episodes that match the
+condition give an observed value; with at least ``min_support`` of them, the
+prediction was *right* when the observation lies on the claim's side of the
+midpoint between effect and baseline, *wrong* when it lies on the other side.
+The midpoint is the decision boundary between "the claim holds" and "the
+base rate holds" when both are equally likely a priori, so one unlucky
+episode cannot flip a well-supported window and a real reversal flips it at
+once. Conditions this module cannot read (a metric band, a term from another
+extractor) give no verdict: the claim is left to its own learner.
+
+How much a verdict weighs: every ``min_support`` matching episodes are one
+prediction (at most ``max_predictions`` per cycle), all judged by the pooled
+window. Forty cheap-window observations are more evidence than three, and
+the learners vote once per distillation run (several times a cycle): a
+single +0.05 / −0.10 per cycle would leave the curator's own evidence
+unheard, while judging the pool (not each group) keeps a true but modest
+claim from being worn down by the noise of small groups.
+
+``reversal`` turns a decisively wrong verdict into the claim the new
+episodes make instead (the same condition and target, the other direction),
+when the observation lies beyond the baseline by at least half the original
+gap and by the learner's own minimum effect: the world changed, and the
+curator has the evidence in hand before a long learning window catches up.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from grimoire.records import Claim, Episode, EpisodeType, Outcome
+
+__all__ = [
+    "NEGATIVE_RATE",
+    "POSITIVE_RATE",
+    "CausalCheck",
+    "EpisodeWindow",
+    "Verdict",
+    "actions_of",
+    "check_causal",
+    "condition_mask",
+    "event_key",
+    "event_keys",
+    "judge_claim",
+    "midpoint_verdict",
+    "reversal",
+]
+
+Mask = npt.NDArray[np.bool_]
+NEGATIVE_RATE = "outcome:negative_rate"
+POSITIVE_RATE = "outcome:positive_rate"
+_MS_PER_HOUR = 3_600_000
+_ATTRIBUTES = ("regime", "token_pair", "chain", "tool")
+_RATED = frozenset({Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL})
+
+
+def actions_of(episode: Episode) -> tuple[str, ...]:
+    """What the episode did: its ``actions``, else the tool of an action episode."""
+    if episode.actions:
+        return tuple(dict.fromkeys(episode.actions))
+    if episode.type is EpisodeType.ACTION and episode.tool:
+        return (episode.tool,)
+    return ()
+
+
+def event_key(episode: Episode) -> str | None:
+    """An episode's event type, as causal discovery names the two ends of a causal link.
+
+    Must agree with ``curator.causal_discovery.default_event_key``: observations
+    are ticks (None), actions are ``action:<what>[:<outcome>]``, anything else
+    its episode type.
+    """
+    if episode.type is EpisodeType.OBSERVATION:
+        return None
+    if episode.type is EpisodeType.ACTION:
+        done = actions_of(episode)
+        name = done[0] if done else "action"
+        if episode.outcome in _RATED:
+            return f"action:{name}:{episode.outcome.value}"
+        return f"action:{name}"
+    return episode.type.value
+
+
+def event_keys(episode: Episode) -> frozenset[str]:
+    """Every name a causal link may use for this episode: ``event_key``, and for a regime
+    shift also ``regime_shift_to_<regime>`` (the learner may tell shifts apart by target)."""
+    key = event_key(episode)
+    if key is None:
+        return frozenset()
+    if episode.type is EpisodeType.REGIME_SHIFT and episode.regime is not None:
+        return frozenset({key, f"regime_shift_to_{episode.regime.value}"})
+    return frozenset({key})
+
+
+@dataclass(frozen=True)
+class EpisodeWindow:
+    """Columns of a batch of episodes (in the given order) for vectorised condition checks."""
+
+    episodes: tuple[Episode, ...]
+    timestamps: npt.NDArray[np.int64]
+    hours: npt.NDArray[np.int64]
+    strategies: npt.NDArray[np.object_]
+    global_rows: Mask  # episodes written without a strategy
+    attrs: Mapping[str, npt.NDArray[np.object_]]
+    actions: Mapping[str, Mask]
+    rated: Mask
+    negative: Mask
+    positive: Mask
+    metrics: Mapping[str, npt.NDArray[np.float64]]
+
+    @classmethod
+    def of(cls, episodes: Sequence[Episode]) -> EpisodeWindow:
+        eps = tuple(episodes)
+        n = len(eps)
+        ts = np.fromiter((e.timestamp for e in eps), dtype=np.int64, count=n)
+        attrs = {
+            name: np.array([_label(getattr(e, name)) for e in eps] or [], dtype=object)
+            for name in _ATTRIBUTES
+        }
+        action_rows: dict[str, list[int]] = {}
+        metric_rows: dict[str, list[tuple[int, float]]] = {}
+        rated = np.zeros(n, dtype=bool)
+        negative = np.zeros(n, dtype=bool)
+        positive = np.zeros(n, dtype=bool)
+        for i, e in enumerate(eps):
+            for action in actions_of(e):
+                action_rows.setdefault(action, []).append(i)
+            for name, value in e.metrics.items():
+                metric_rows.setdefault(name, []).append((i, float(value)))
+            if e.type is EpisodeType.ACTION and e.outcome in _RATED:
+                rated[i] = True
+                negative[i] = e.outcome is Outcome.NEGATIVE
+                positive[i] = e.outcome is Outcome.POSITIVE
+        actions = {}
+        for action, rows in action_rows.items():
+            mask = np.zeros(n, dtype=bool)
+            mask[rows] = True
+            actions[action] = mask
+        metrics = {}
+        for name, pairs in metric_rows.items():
+            column = np.full(n, np.nan)
+            for i, value in pairs:
+                column[i] = value
+            metrics[name] = column
+        strategies = np.array([e.strategy for e in eps] or [], dtype=object)
+        global_rows = np.fromiter((e.strategy is None for e in eps), dtype=bool, count=n)
+        return cls(eps, ts, (ts // _MS_PER_HOUR) % 24, strategies, global_rows, attrs, actions,
+                   rated, negative, positive, metrics)
+
+    @property
+    def size(self) -> int:
+        return len(self.episodes)
+
+
+def _label(value: object) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 24
+                       for v in value)):
+        return None
+    start, end = int(value[0]) % 24, int(value[1]) % 24
+    width = (end - start) % 24 or 24
+    mask: Mask = ((hours - start) % 24) < width
+    return mask
+
+
+def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
+                   scope: bool = False, strategy: str | None = None) -> Mask | None:
+    """Episodes matching every term of ``condition``; with ``scope``, only those of
+    ``strategy`` (None: the episodes written without one), as the learner scopes a claim.
+
+    None when a term cannot be read here (``metric_band`` needs the distiller's
+    cut points; unknown terms come from another extractor): no verdict then.
+    """
+    mask = np.ones(window.size, dtype=bool)
+    if scope:
+        mask &= window.global_rows if strategy is None else window.strategies == strategy
+    for key, value in condition.items():
+        if key in _ATTRIBUTES:
+            if not isinstance(value, str):
+                return None
+            mask &= window.attrs[key] == value
+        elif key == "action":
+            if not isinstance(value, str):
+                return None
+            found = window.actions.get(value)
+            if found is None:
+                return np.zeros(window.size, dtype=bool)
+            mask &= found
+        elif key == "hour_window":
+            part = _hour_window(window.hours, value)
+            if part is None:
+                return None
+            mask &= part
+        else:
+            return None
+    return mask
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How the new episodes judged one claim: right, wrong or undecided (None)."""
+
+    right: bool | None
+    n: int
+    observed: float | None
+    effect: float
+    baseline: float
+    target: str
+    predictions: int = 0  # how many predictions this verdict counts for (0 when undecided)
+    episode_ids: tuple[str, ...] = ()  # the matching episodes (metric / rate claims)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "right": self.right, "n": self.n, "predictions": self.predictions,
+            "observed": None if self.observed is None else round(self.observed, 6),
+            "effect": round(self.effect, 6), "baseline": round(self.baseline, 6),
+            "target": self.target,
+        }
+
+
+def midpoint_verdict(observed: float, effect: float, baseline: float) -> bool | None:
+    """True when ``observed`` is on the claim's side of the effect/baseline midpoint."""
+    gap = effect - baseline
+    if gap == 0 or not np.isfinite(observed):
+        return None
+    side = (observed - (effect + baseline) / 2.0) * (1.0 if gap > 0 else -1.0)
+    if side == 0:
+        return None
+    return bool(side > 0)
+
+
+def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
+    return 0 if right is None else max(1, min(cap, n // max(1, min_support)))
+
+
+def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
+                max_predictions: int = 1) -> Verdict | None:
+    """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
+    or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
+    mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
+    if mask is None:
+        return None
+    kind, _, name = claim.target.partition(":")
+    if kind == "metric" and name:
+        column = window.metrics.get(name)
+        rows = mask & ~np.isnan(column) if column is not None else np.zeros(window.size, bool)
+        values = column[rows] if column is not None else np.zeros(0)
+        observed = float(values.mean()) if values.size else None
+        n = int(values.size)
+    elif claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
+        action = claim.condition.get("action")
+        population = mask & window.rated
+        if isinstance(action, str) and action not in window.actions:
+            population = np.zeros(window.size, dtype=bool)
+        n = int(population.sum())
+        hits = window.negative if claim.target == NEGATIVE_RATE else window.positive
+        observed = float((population & hits).sum() / n) if n else None
+        rows = population
+    else:
+        return None
+    right = None
+    if observed is not None and n >= min_support:
+        right = midpoint_verdict(observed, claim.effect, claim.baseline)
+    return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                   _predictions(right, n, min_support, max_predictions),
+                   tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
+
+
+@dataclass(frozen=True, slots=True)
+class CausalCheck:
+    """Occurrences of a causal link's cause whose lag window closed in this cycle."""
+
+    occurrences: int
+    followed: int
+    pairs: tuple[tuple[str, str, int], ...]  # (cause id, effect id, lag ms)
+    verdict: Verdict
+
+
+def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int,
+                 closed_until: int, min_support: int,
+                 max_predictions: int = 1) -> CausalCheck | None:
+    """Count cause A's occurrences whose window ``(t, t + within_ms]`` closed in
+    ``(closed_after, closed_until]`` and how many were followed by effect B in it.
+
+    Each occurrence is counted in exactly one cycle (the one in which its window
+    closed), so consecutive cycles never count the same evidence twice.
+    ``episodes`` must cover ``(closed_after − within_ms, closed_until]``.
+    None when the claim is not an event link (``{"event", "within_ms"}`` → ``event:B``).
+    """
+    cause = claim.condition.get("event")
+    within = claim.condition.get("within_ms")
+    if (not isinstance(cause, str) or isinstance(within, bool) or not isinstance(within, int)
+            or within <= 0 or not claim.target.startswith("event:")):
+        return None
+    effect = claim.target.removeprefix("event:")
+    # A claim of strategy S was learnt from S's episodes; a global one from those without one.
+    ordered = sorted((e for e in episodes if e.strategy == claim.strategy),
+                     key=lambda e: (e.timestamp, e.id))
+    effects = [e for e in ordered if effect in event_keys(e)]
+    effect_times = [e.timestamp for e in effects]
+    n = followed = 0
+    pairs: list[tuple[str, str, int]] = []
+    for e in ordered:
+        if cause not in event_keys(e) or not closed_after < e.timestamp + within <= closed_until:
+            continue
+        n += 1
+        first = bisect.bisect_right(effect_times, e.timestamp)
+        if first < len(effects) and effect_times[first] <= e.timestamp + within:
+            followed += 1
+            pairs.append((e.id, effects[first].id, effect_times[first] - e.timestamp))
+    observed = followed / n if n else None
+    right = None
+    if observed is not None and n >= min_support:
+        right = midpoint_verdict(observed, claim.effect, claim.baseline)
+    verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                      _predictions(right, n, min_support, max_predictions))
+    return CausalCheck(n, followed, tuple(pairs), verdict)
+
+
+def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: float,
+             min_rate_gap: float) -> Claim | None:
+    """The claim the new episodes make when they reverse ``claim``, else None.
+
+    Needs a wrong verdict on at least ``2 × min_support`` episodes, an observation
+    past the baseline (opposite side from the effect) by at least half the claimed gap,
+    and an effect of the learner's own minimum size: relative ``min_effect`` for a
+    metric, ``min_rate_gap`` for a rate. Metric bands and event links are not reversed.
+    """
+    if (verdict.right is not False or verdict.observed is None
+            or verdict.n < 2 * min_support or claim.target.startswith("event:")):
+        return None
+    gap = claim.effect - claim.baseline
+    beyond = (claim.baseline - verdict.observed) * (1.0 if gap > 0 else -1.0)
+    if gap == 0 or beyond < abs(gap) / 2:
+        return None
+    if claim.target.startswith("metric:"):
+        if claim.baseline == 0 or beyond / abs(claim.baseline) < min_effect:
+            return None
+    elif beyond < min_rate_gap:
+        return None
+    return Claim(condition=dict(claim.condition), target=claim.target,
+                 direction="lower" if gap > 0 else "higher", effect=verdict.observed,
+                 baseline=claim.baseline, support=verdict.n, strategy=claim.strategy)

@@ -1,0 +1,243 @@
+"""``entry.explain``: where an entry came from and everything that happened to it.
+
+Owns the owner's view of one entry's history: the admission decision (with
+its five factors) and later merges into it, the curator's changes (votes,
+validations, promotions, demotions, pruning, quarantine reviews; each with
+before / after and why), its decay today (stored confidence vs effective
+confidence now, half-life, retention, strength), the episodes it was
+distilled from (texts and refs), its parent and derived entries, and its
+causal and outcome edges. Returned as data and as ``text``, rendered here so
+that the CLI and the socket show the same thing.
+
+Read-only. An id may be given as a unique prefix, or as the prefix
+PLAYBOOK.md prints (unique among the entries it lists); an ambiguous prefix
+is a ValidationError listing the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from grimoire.clock import MS_PER_DAY
+from grimoire.context import Context
+from grimoire.decay import effective_confidence, half_life_ms, retention
+from grimoire.errors import NotFoundError, ValidationError
+from grimoire.records import EntryStatus, GrimoireEntry
+from grimoire.stores.semantic_types import EntryFilter
+from playbook import iso_utc
+
+__all__ = ["explain_entry", "resolve_entry"]
+
+MAX_EPISODES = 20
+MAX_ADMISSIONS_SCANNED = 50_000
+_MIN_PREFIX = 4
+
+
+def resolve_entry(ctx: Context, id: str) -> GrimoireEntry:
+    """The entry with this id, or the only one whose id starts with it."""
+    if not isinstance(id, str) or not id.strip():
+        raise ValidationError("must be a non-empty string", field="id")
+    exact = ctx.semantic.get_entry(id.strip())
+    if exact is not None:
+        return exact
+    key = id.strip().lower()
+    if len(key) < _MIN_PREFIX:
+        raise ValidationError(f"give at least {_MIN_PREFIX} characters of the id", field="id")
+    matches = [e for e in ctx.semantic.list_entries(
+        EntryFilter(statuses=tuple(EntryStatus)), order="created_at", limit=None)
+        if e.id.startswith(key)]
+    if not matches:
+        raise NotFoundError(f"no entry whose id is or starts with {key!r}")
+    if len(matches) > 1:
+        # PLAYBOOK.md prints the shortest prefix unique among the entries it shows; entries
+        # made in the same millisecond share 12 characters (UUIDv7), so a prefix copied from
+        # the file may match others in the store: the one in the playbook is the one meant.
+        from grimoire.playbook_api import select_entries
+
+        in_playbook = {e.id for e in select_entries(ctx)}
+        listed = [m for m in matches if m.id in in_playbook]
+        if len(listed) == 1:
+            return listed[0]
+        shown = ", ".join(sorted(m.id for m in matches)[:5])
+        raise ValidationError(f"{key!r} matches {len(matches)} entries ({shown}"
+                              f"{', …' if len(matches) > 5 else ''}): give more characters",
+                              field="id")
+    return matches[0]
+
+
+def _decay(ctx: Context, entry: GrimoireEntry, now: int) -> dict[str, Any]:
+    cfg = ctx.config.decay
+    half = half_life_ms(entry, cfg)
+    return {
+        "confidence": entry.confidence,
+        "effective_confidence": round(effective_confidence(entry, now, cfg), 4),
+        "retention": round(retention(entry, now, cfg), 4),
+        "decay_class": entry.decay_class.value,
+        "half_life_days": None if half is None else round(half / MS_PER_DAY, 3),
+        "strength": entry.strength,
+        "effective_half_life_days": None if half is None else round(
+            half * entry.strength / MS_PER_DAY, 3),
+        "last_accessed_at": entry.last_accessed_at,
+        "days_since_access": round(max(0, now - entry.last_accessed_at) / MS_PER_DAY, 3),
+    }
+
+
+def _admissions(ctx: Context, entry: GrimoireEntry) -> list[dict[str, Any]]:
+    records = ctx.semantic.list_admissions(since=entry.created_at,
+                                           limit=MAX_ADMISSIONS_SCANNED)
+    return [{"at": r.decided_at, "decision": r.decision, "composite": round(r.composite, 4),
+             "factors": {k: round(v, 4) for k, v in r.factors.items()}}
+            for r in reversed(records) if r.entry_id == entry.id]
+
+
+def _episodes(ctx: Context, ids: Sequence[str]) -> list[dict[str, Any]]:
+    out = []
+    for episode_id in list(ids)[-MAX_EPISODES:]:
+        episode = ctx.episodes.get(episode_id)
+        if episode is None:
+            out.append({"id": episode_id, "missing": True})
+            continue
+        out.append({"id": episode.id, "ref": episode.ref, "timestamp": episode.timestamp,
+                    "type": episode.type.value, "outcome": episode.outcome.value,
+                    "text": episode.text})
+    return out
+
+
+def _brief(entry: GrimoireEntry) -> dict[str, Any]:
+    return {"id": entry.id, "category": entry.category.value, "status": entry.status.value,
+            "confidence": entry.confidence, "content": entry.content}
+
+
+def _related(ctx: Context, entry: GrimoireEntry) -> tuple[list[dict[str, Any]],
+                                                          list[dict[str, Any]]]:
+    parents = []
+    for parent_id in entry.parent_entry_ids:
+        parent = ctx.semantic.get_entry(parent_id)
+        parents.append(_brief(parent) if parent else {"id": parent_id, "missing": True})
+    children = [_brief(e) for e in ctx.semantic.list_entries(
+        EntryFilter(statuses=tuple(EntryStatus)), order="created_at", limit=None)
+        if entry.id in e.parent_entry_ids]
+    return parents, children
+
+
+def _edges(ctx: Context, entry_id: str) -> list[dict[str, Any]]:
+    edges = [*ctx.semantic.edges_from(entry_id, kinds=None),
+             *ctx.semantic.edges_to(entry_id, kinds=None)]
+    irrelevant = ctx.semantic.edges_from(entry_id, kinds=("irrelevant",))
+    return [{"cause_id": e.cause_id, "effect_id": e.effect_id, "kind": e.kind.value,
+             "weight": e.weight, "evidence_count": e.evidence_count,
+             "relationship": e.relationship, "updated_at": e.updated_at}
+            for e in (*edges, *irrelevant)]
+
+
+def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
+    """Everything known about one entry's history (see the module doc)."""
+    entry = resolve_entry(ctx, id)
+    now = ctx.now()
+    deltas = [{"cycle": d.cycle, "op": d.op, "at": d.created_at, "before": d.before,
+               "after": d.after} for d in ctx.semantic.list_curator_deltas(entry_id=entry.id)]
+    quarantine = ctx.semantic.get_quarantine(entry.id)
+    parents, children = _related(ctx, entry)
+    out: dict[str, Any] = {
+        "id": entry.id,
+        "entry": entry.to_dict(),
+        "votes": {"validated_count": entry.validated_count,
+                  "contradicted_count": entry.contradicted_count},
+        "decay": _decay(ctx, entry, now),
+        "admission": _admissions(ctx, entry),
+        "history": deltas,
+        "quarantine": None if quarantine is None else {
+            "reason": quarantine.reason, "conflicting_id": quarantine.conflicting_id,
+            "quarantined_at": quarantine.quarantined_at, "resolution": quarantine.resolution,
+            "resolved_at": quarantine.resolved_at},
+        "provenance": {"provenance": entry.provenance.value, "source": entry.source.to_dict(),
+                       "episodes_total": len(entry.parent_episode_ids),
+                       "episodes": _episodes(ctx, entry.parent_episode_ids)},
+        "parents": parents,
+        "derived": children,
+        "edges": _edges(ctx, entry.id),
+        "now": now,
+    }
+    out["text"] = render_text(out)
+    return out
+
+
+def _when(ms: int) -> str:
+    return iso_utc(ms).replace("T", " ").replace("Z", " UTC")
+
+
+def _fields(values: Mapping[str, Any] | None) -> str:
+    if not values:
+        return ""
+    shown = {k: v for k, v in values.items() if k not in ("why", "detail")}
+    return ", ".join(f"{k}={_when(v) if k.endswith('_at') and isinstance(v, int) else _short(v)}"
+                     for k, v in shown.items())
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    text = str(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def render_text(data: Mapping[str, Any]) -> str:
+    """The owner-readable form of ``explain_entry``'s data."""
+    e = data["entry"]
+    d = data["decay"]
+    lines = [
+        f"{e['category']} {e['id']} [{e['status']}]",
+        f"  {e['content']}",
+        "",
+        f"Confidence {d['confidence']:.3f} stored, {d['effective_confidence']:.3f} effective now "
+        f"(retention {d['retention']:.3f}; {d['decay_class']}, "
+        + ("never decays" if d["half_life_days"] is None else
+           f"half-life {d['half_life_days']} d × strength {d['strength']}")
+        + f"; last reinforced {d['days_since_access']} d ago).",
+        f"Votes: ✓{data['votes']['validated_count']} ✗{data['votes']['contradicted_count']}. "
+        f"Provenance: {data['provenance']['provenance']} "
+        f"(golem {data['provenance']['source']['golem_id']}).",
+    ]
+    if data["admission"]:
+        lines += ["", "Admission gate:"]
+        for a in data["admission"]:
+            factors = ", ".join(f"{k} {v:.2f}" for k, v in a["factors"].items())
+            lines.append(f"  {_when(a['at'])}  {a['decision']} (composite {a['composite']:.3f}: "
+                         f"{factors})")
+    if data["history"]:
+        lines += ["", "Curator history:"]
+        for h in data["history"]:
+            why = (h["after"] or {}).get("why", "")
+            change = _fields(h["after"])
+            before = _fields(h["before"])
+            lines.append(f"  cycle {h['cycle']} {_when(h['at'])}  {h['op']}"
+                         + (f": {before} → {change}" if before else f": {change}" if change
+                            else "")
+                         + (f" ({why})" if why else ""))
+    q = data["quarantine"]
+    if q:
+        lines += ["", f"Quarantine: {q['reason']} (conflicts with {q['conflicting_id']}); "
+                      f"{q['resolution'] or 'pending'}"]
+    for title, items in (("Derived from", data["parents"]), ("Rules derived from it",
+                                                              data["derived"])):
+        if items:
+            lines += ["", f"{title}:"]
+            lines += [f"  {p['id']}" + (" (missing)" if p.get("missing") else
+                                        f" {p['category']} [{p['status']}] {p['content']}")
+                      for p in items]
+    eps = data["provenance"]["episodes"]
+    if eps:
+        total = data["provenance"]["episodes_total"]
+        lines += ["", f"Episodes behind it ({len(eps)} of {total} shown):"]
+        for ep in eps:
+            if ep.get("missing"):
+                lines.append(f"  {ep['id']} (no longer stored)")
+                continue
+            ref = f" [{ep['ref']}]" if ep["ref"] else ""
+            lines.append(f"  {_when(ep['timestamp'])}{ref} {ep['outcome']}: {ep['text']}")
+    if data["edges"]:
+        lines += ["", "Causal and outcome edges:"]
+        lines += [f"  {x['cause_id']} → {x['effect_id']} ({x['kind']}, weight {x['weight']:.2f},"
+                  f" evidence {x['evidence_count']})" for x in data["edges"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""An entry's status transitions in a curator cycle: promote, demote, prune (SPEC §8 steps 3, 5).
+
+Owns the rules, as pure functions of one entry, its effective (decayed)
+confidence at the cycle's ``now`` and the curator config. Each returns the
+reason for the transition, or None. It must not read stores or clocks; the
+phases apply what these decide.
+
+The statuses: ``candidate`` (never active), ``active`` (in PLAYBOOK.md when a
+rule), ``demoted`` (was active, fell out; SPEC's "back to candidate, out of
+PLAYBOOK.md", kept distinct so a warning is promoted "at any confidence" only
+once and ``explain`` can say why it left), ``archived`` (cold storage).
+
+Thresholds, all on effective confidence: insight (and causal link, strategy
+fragment, dream journal) ≥ 0.6 → active; heuristic ≥ 0.7 → active, and only
+when learnt here (self_learned / replicant provenance) or validated here at
+least once; warnings are listed at any confidence when new. Demotion: active
+< 0.4. A warning is only demoted when the evidence turned against it
+(contradicted at least once) or it faded below the prune line: missing a
+risk costs more than a false alarm. A rule derived from an insight follows
+its parent out (a heuristic cannot outlive the knowledge it was derived from).
+Promotion and demotion can never both fire for the same state (a tested
+invariant), so nothing flaps within a cycle.
+"""
+
+from __future__ import annotations
+
+from grimoire.config import CuratorConfig
+from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
+
+__all__ = [
+    "DERIVED_TAG",
+    "LOCAL_PROVENANCE",
+    "SUMMARY_TAG",
+    "demotion_reason",
+    "is_derived",
+    "is_summary",
+    "low_confidence_count",
+    "promotion_reason",
+    "prune_exempt",
+    "prune_reason",
+]
+
+DERIVED_TAG = "derived"
+SUMMARY_TAG = "summary"
+LOCAL_PROVENANCE = frozenset({Provenance.SELF_LEARNED, Provenance.REPLICANT})
+_OPEN = (EntryStatus.CANDIDATE, EntryStatus.DEMOTED)
+
+
+def is_summary(entry: GrimoireEntry) -> bool:
+    """An L1/L2 hierarchical summary: managed by MUS pruning, never promoted."""
+    return SUMMARY_TAG in entry.tags
+
+
+def is_derived(entry: GrimoireEntry) -> bool:
+    """A rule the curator parameterized from an insight (its parent_entry_ids)."""
+    return DERIVED_TAG in entry.tags and bool(entry.parent_entry_ids)
+
+
+def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
+                     parent_active: bool = True) -> str | None:
+    """Why a candidate or demoted entry becomes active now, or None."""
+    if entry.status not in _OPEN or is_summary(entry):
+        return None
+    if is_derived(entry) and not parent_active:
+        return None
+    if entry.category is Category.WARNING:
+        contradicted = entry.contradicted_count > 0 and eff < cfg.demote_below
+        if entry.status is EntryStatus.CANDIDATE and eff >= cfg.prune_below and not contradicted:
+            return "warnings are listed at any confidence"
+        if entry.status is EntryStatus.DEMOTED and eff >= cfg.demote_below:
+            return f"warning back at {eff:.2f} >= {cfg.demote_below}"
+        return None
+    if entry.category is Category.HEURISTIC:
+        if eff < cfg.heuristic_promote:
+            return None
+        if entry.provenance not in LOCAL_PROVENANCE and entry.validated_count < 1:
+            return None  # outside knowledge must be validated here first (seed 004)
+        return f"heuristic at {eff:.2f} >= {cfg.heuristic_promote}"
+    if eff >= cfg.insight_promote:
+        return f"{entry.category.value.replace('_', ' ')} at {eff:.2f} >= {cfg.insight_promote}"
+    return None
+
+
+def demotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
+                    parent_active: bool = True) -> str | None:
+    """Why an active entry leaves active status (and PLAYBOOK.md) now, or None."""
+    if entry.status is not EntryStatus.ACTIVE:
+        return None
+    if is_derived(entry) and not parent_active:
+        return "the insight it was derived from is no longer active"
+    if entry.category is Category.WARNING:
+        if eff < cfg.prune_below:
+            return f"warning faded to {eff:.2f} < {cfg.prune_below}"
+        if eff < cfg.demote_below and entry.contradicted_count > 0:
+            return (f"warning contradicted ({entry.contradicted_count}x) and at {eff:.2f} "
+                    f"< {cfg.demote_below}")
+        return None
+    if eff < cfg.demote_below:
+        return f"{eff:.2f} < {cfg.demote_below}"
+    return None
+
+
+def prune_exempt(entry: GrimoireEntry) -> bool:
+    """Structural knowledge, warnings and bloodstains are never pruned (seed 004)."""
+    return (entry.decay_class is DecayClass.STRUCTURAL or entry.category is Category.WARNING
+            or entry.is_bloodstain or is_summary(entry))
+
+
+def low_confidence_count(entry: GrimoireEntry, eff: float, cfg: CuratorConfig) -> int:
+    """The entry's ``consecutive_low_confidence`` after this cycle."""
+    return entry.consecutive_low_confidence + 1 if eff < cfg.prune_below else 0
+
+
+def prune_reason(entry: GrimoireEntry, low_cycles: int, cfg: CuratorConfig) -> str | None:
+    """Why the entry goes to cold storage now (``low_cycles`` counts this cycle), or None."""
+    if entry.status in (EntryStatus.ARCHIVED, EntryStatus.QUARANTINED) or prune_exempt(entry):
+        return None
+    if low_cycles >= cfg.prune_cycles:
+        return f"below {cfg.prune_below} for {low_cycles} consecutive cycles"
+    if entry.quality_score < cfg.prune_quality and entry.access_count < cfg.prune_min_access:
+        return (f"quality {entry.quality_score:.3f} < {cfg.prune_quality} with "
+                f"{entry.access_count} accesses")
+    return None

@@ -1,0 +1,135 @@
+"""PLAYBOOK.md from the stores: choose what is listed, compile it, write it, read it back.
+
+Owns which entries PLAYBOOK.md shows (SPEC §8 step 9): the active heuristics
+and warnings, the insights and causal links they were derived from, and the
+active causal links, each at its effective confidence at ``now``; the
+front-matter counts; the atomic write to ``config.playbook_path``; and
+``playbook.get``. The layout is ``playbook.compile_playbook``'s (pure). Same
+store state, tick and time → byte-identical file.
+
+Must not change any entry: it only reads the semantic store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from grimoire.context import Context
+from grimoire.decay import effective_confidence
+from grimoire.errors import StoreError
+from grimoire.records import Category, EntryStatus, GrimoireEntry
+from grimoire.stores.semantic_types import EntryFilter
+from playbook import PlaybookItem, compile_playbook, write_atomic
+
+__all__ = ["playbook_counts", "playbook_get", "render_playbook", "select_entries",
+           "write_playbook"]
+
+_RULES = (Category.HEURISTIC, Category.WARNING)
+_SUPPORT = (Category.INSIGHT, Category.CAUSAL_LINK)
+_TICK = re.compile(r"^tick: (\d+)$", re.MULTILINE)
+_GENERATED = re.compile(r'^generated_at: "([0-9T:\-]+Z)"$', re.MULTILINE)
+
+
+def select_entries(ctx: Context) -> list[GrimoireEntry]:
+    """Active rules, their parent insights / causal links (unless archived), active links."""
+    semantic = ctx.semantic
+    rules = semantic.list_entries(EntryFilter(categories=_RULES, statuses=(EntryStatus.ACTIVE,)),
+                                  limit=None)
+    links = semantic.list_entries(EntryFilter(categories=(Category.CAUSAL_LINK,),
+                                              statuses=(EntryStatus.ACTIVE,)), limit=None)
+    chosen = {e.id: e for e in (*rules, *links)}
+    for rule in rules:
+        for parent_id in rule.parent_entry_ids:
+            if parent_id in chosen:
+                continue
+            parent = semantic.get_entry(parent_id)
+            if (parent is not None and parent.category in _SUPPORT
+                    and parent.status not in (EntryStatus.ARCHIVED, EntryStatus.QUARANTINED)):
+                chosen[parent.id] = parent
+    return sorted(chosen.values(), key=lambda e: e.id)
+
+
+def playbook_counts(ctx: Context) -> dict[str, int]:
+    """Store-level numbers for the front matter (lower_snake_case keys)."""
+    counts = ctx.semantic.counts()
+    out = {"entries_total": counts.total, "episodes": ctx.episodes.count(),
+           "causal_edges": counts.causal_edges, "quarantine_pending": counts.quarantine_pending}
+    for status in EntryStatus:
+        out[f"entries_{status.value}"] = int(counts.by_status.get(status.value, 0))
+    cycle = ctx.semantic.get_meta("curator_state", None)
+    if isinstance(cycle, dict) and isinstance(cycle.get("cycle"), int):
+        out["curator_cycles"] = int(cycle["cycle"])
+    return out
+
+
+def _shown(entry: GrimoireEntry) -> GrimoireEntry:
+    # The compiler words an entry from its claim when it has one; for an event link
+    # ({"event", "within_ms"} → "event:B") that gives "When event is clade_alert and
+    # within is 600000, …", while the learner's own sentence ("A clade alert is followed
+    # by … within 10 min: 4 of 11 times …") says it properly. Show the sentence.
+    if entry.claim is not None and entry.claim.target.startswith("event:"):
+        return dataclasses.replace(entry, claim=None)
+    return entry
+
+
+def _compile(ctx: Context, now: int, tick: int,
+             counts: dict[str, int] | None) -> tuple[str, list[GrimoireEntry]]:
+    entries = select_entries(ctx)
+    items = [PlaybookItem(_shown(e), min(1.0, max(0.0, effective_confidence(
+        e, now, ctx.config.decay)))) for e in entries]
+    text = compile_playbook(items, tick=tick, generated_at=now,
+                            counts=playbook_counts(ctx) if counts is None else counts,
+                            max_lines=ctx.config.playbook.max_lines)
+    return text, entries
+
+
+def render_playbook(ctx: Context, *, now: int, tick: int,
+                    counts: dict[str, int] | None = None) -> str:
+    """The PLAYBOOK.md text for the current store state at ``now`` (nothing is written)."""
+    return _compile(ctx, now, tick, counts)[0]
+
+
+def write_playbook(ctx: Context, *, now: int, tick: int,
+                   counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Compile and atomically replace ``config.playbook_path``; returns what was written."""
+    text, entries = _compile(ctx, now, tick, counts)
+    path = ctx.config.playbook_path
+    write_atomic(path, text)
+    data = text.encode("utf-8")
+    selected = {c.value: sum(e.category is c for e in entries)
+                for c in (*_RULES, *_SUPPORT)}
+    return {"path": str(path), "bytes": len(data), "lines": text.count("\n"),
+            "sha256": hashlib.sha256(data).hexdigest(), "selected": selected}
+
+
+def _iso_ms(text: str) -> int:
+    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000
+
+
+def playbook_get(ctx: Context) -> dict[str, Any]:
+    """``playbook.get``: the file as last written; if no cycle wrote one yet, the playbook
+    compiled from the current state (not saved), and ``exists: false`` says so."""
+    path = ctx.config.playbook_path
+    try:
+        markdown = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        now = ctx.now()
+        return {
+            "markdown": render_playbook(ctx, now=now, tick=ctx.tick), "tick": ctx.tick,
+            "generated_at": now, "path": str(path), "exists": False,
+            "note": "no curator cycle has written PLAYBOOK.md yet: this is compiled from the "
+                    "current state and was not saved (run curator.run to write it)",
+        }
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+    tick = _TICK.search(markdown)
+    generated = _GENERATED.search(markdown)
+    return {"markdown": markdown, "tick": int(tick.group(1)) if tick else None,
+            "generated_at": _iso_ms(generated.group(1)) if generated else None,
+            "path": str(path), "exists": True}
