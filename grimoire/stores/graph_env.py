@@ -1,0 +1,218 @@
+"""The graph store's LMDB environment: opening, schema check, transactions, map growth.
+
+Owns the ``lmdb.Environment`` and its sub-databases, the schema version in
+``meta``, the transaction-time bookkeeping (``last_tx``: transaction time
+never goes backwards in the store, even if the clock does) and the map: a
+write that finds it full doubles it, once no transaction of the process is
+live, and runs again. Every call opens a short transaction, so readers on
+any thread never block the writer.
+
+It must not know what a triple is, decide temporal rules or encode records
+(``graph.py`` and ``graph_codec.py`` do), nor import other stores.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+import structlog
+
+from grimoire.clock import Clock
+from grimoire.errors import SchemaVersionError, StoreError, ValidationError
+from grimoire.stores.graph_codec import read_u64
+
+__all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_MAP_SIZE", "SCHEMA_VERSION", "GraphEnv"]
+
+log = structlog.get_logger()
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+DEFAULT_MAP_SIZE = 256 << 20  # address space only: the file grows with its data
+DEFAULT_MAX_MAP_SIZE = 1 << 40
+_SCHEMA_KEY = b"schema_version"
+_LAST_TX_KEY = b"last_tx"
+_DB_FLAGS: dict[str, dict[str, bool]] = {
+    "triples": {}, "history": {}, "heads": {},
+    "by_subject": {"dupsort": True}, "by_object": {"dupsort": True},
+    "by_predicate": {"dupsort": True, "dupfixed": True},
+    "by_bucket": {"dupsort": True, "dupfixed": True},
+}
+
+
+class _Gate:
+    """Counts live transactions, so the map is resized or the env closed only when there are none.
+
+    LMDB forbids ``set_mapsize`` while any transaction of the process is live.
+    Transactions never wait for each other here; only resize and close wait.
+    """
+
+    def __init__(self) -> None:
+        # A plain Lock under the Condition: every call takes it twice, so keep that cheap.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._live = 0
+        self._exclusive = False
+        self.closed = False
+
+    def enter(self) -> None:
+        with self._lock:
+            while self._exclusive:
+                self._cond.wait()
+            if self.closed:
+                raise StoreError("graph store is closed")
+            self._live += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._live -= 1
+            if not self._live and self._exclusive:
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._lock:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            while self._live:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class GraphEnv:
+    """One LMDB environment with the graph's sub-databases (``db[name]``)."""
+
+    def __init__(self, env: Any, dbs: dict[str, Any], path: Path, clock: Clock,
+                 max_map_size: int) -> None:
+        """Use ``GraphEnv.open``."""
+        self.db, self.path = dbs, path
+        self._env, self._clock = env, clock
+        self._max_map_size = max_map_size
+        self.map_size: int = env.info()["map_size"]
+        self._gate = _Gate()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, clock: Clock, map_size: int,
+             max_map_size: int) -> GraphEnv:
+        """Open or create the environment in directory ``path`` and check its schema."""
+        if not 1 << 16 <= map_size <= max_map_size:
+            raise ValidationError(f"must be in [65536, max_map_size={max_map_size}]",
+                                  field="map_size")
+        root = Path(path)
+        try:
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            env = lmdb.open(str(root), map_size=map_size, max_dbs=len(_DB_FLAGS) + 8,
+                            lock=True, subdir=True, readahead=False, mode=0o600)
+        except (OSError, lmdb.Error) as exc:
+            raise StoreError(f"cannot open graph store at {root}: {exc}") from exc
+        try:
+            return cls(env, _prepare(env, root), root, clock, max_map_size)
+        except BaseException:
+            env.close()
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._gate.closed
+
+    def close(self) -> bool:
+        """Close once no transaction is live; False if it was already closed. Idempotent."""
+        if self._gate.closed:
+            return False
+        with self._gate.exclusive():
+            if self._gate.closed:
+                return False  # closed by another thread while we waited
+            self._gate.closed = True
+            self._env.close()
+        return True
+
+    @contextmanager
+    def txn(self, *, write: bool = False) -> Iterator[Any]:
+        """A short transaction; lmdb errors become StoreError (MapFullError is left to write)."""
+        self._gate.enter()
+        try:
+            with self._env.begin(write=write) as txn:
+                yield txn
+        except lmdb.MapFullError:
+            raise  # write grows the map and retries
+        except lmdb.Error as exc:
+            raise StoreError(f"graph store {self.path}: {exc}") from exc
+        finally:
+            self._gate.leave()
+
+    def write(self, action: Callable[[Any, int], T]) -> T:
+        """Run ``action(txn, now)`` in one durable write transaction, growing the map as needed.
+
+        ``now`` is the transaction time: the clock, but never before the last
+        transaction's. ``action`` may run more than once (after a full map),
+        so it must not have effects outside ``txn``.
+        """
+        while True:
+            seen = self.map_size
+            try:
+                with self.txn(write=True) as txn:
+                    now = max(int(self._clock()), self.last_tx(txn))
+                    result = action(txn, now)
+                    txn.put(_LAST_TX_KEY, now.to_bytes(8, "big"), db=self.db["meta"])
+                return result
+            except lmdb.MapFullError:
+                self._grow(seen)
+
+    def last_tx(self, txn: Any) -> int:
+        """Transaction time of the last write (0 for a new store)."""
+        return read_u64(txn.get(_LAST_TX_KEY, db=self.db["meta"]))
+
+    def usage(self) -> dict[str, int]:
+        """``map_size`` (address space) and ``used_bytes`` (pages in use)."""
+        info, psize = self._env.info(), self._env.stat()["psize"]
+        return {"map_size": info["map_size"], "used_bytes": (info["last_pgno"] + 1) * psize}
+
+    def _grow(self, seen: int) -> None:
+        with self._gate.exclusive():
+            if self.map_size > seen:
+                return  # another writer grew it while we waited
+            new = seen * 2
+            if new > self._max_map_size:
+                raise StoreError(f"graph store {self.path} is full at map_size {seen} bytes; "
+                                 f"max_map_size is {self._max_map_size}: raise it to continue")
+            try:
+                self._env.set_mapsize(new)
+            except lmdb.Error as exc:
+                raise StoreError(f"graph store {self.path}: cannot grow map: {exc}") from exc
+            self.map_size = new
+        log.info("graph.map.grow", path=str(self.path), old=seen, new=new)
+
+
+def _prepare(env: Any, root: Path) -> dict[str, Any]:
+    """Check or write the schema version and open every sub-database, in one transaction."""
+    try:
+        with env.begin(write=True) as txn:
+            meta = env.open_db(b"meta", txn=txn)
+            raw = txn.get(_SCHEMA_KEY, db=meta)
+            version = None if raw is None else int(raw)
+            if version is not None and version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"graph store at {root} has schema version {version}, newer than this "
+                    f"Grimoire knows ({SCHEMA_VERSION}); upgrade grimoire-memory to open it "
+                    "(the store was left untouched)")
+            if version is not None and version < SCHEMA_VERSION:
+                raise SchemaVersionError(f"graph store at {root} has schema version {version} "
+                                         f"and no migration to {SCHEMA_VERSION} exists")
+            dbs = {name: env.open_db(name.encode(), txn=txn, **flags)
+                   for name, flags in _DB_FLAGS.items()}
+            if version is None:
+                txn.put(_SCHEMA_KEY, str(SCHEMA_VERSION).encode(), db=meta)
+    except (lmdb.Error, ValueError) as exc:
+        raise StoreError(f"cannot prepare graph store at {root}: {exc}") from exc
+    return {**dbs, "meta": meta}
