@@ -164,9 +164,10 @@ def test_cli_errors_are_messages_and_exit_codes(served: tuple[ServerThread, Grim
     code, _, err = _run(capsys, "write", "", *sock)
     assert code == 1 and "ValidationError" in err and "text" in err
     assert g.context.episodes.count() == 0
-    for argv in (["retrieve", "gas"], ["curate"], ["explain", "x"], ["playbook"]):
+    code, _, err = _run(capsys, "explain", "x", *sock)
+    assert code == 1 and "ValidationError" in err and "at least 4 characters" in err
+    code, _, err = _run(capsys, "explain", "0123abcd", *sock)
+    assert code == 1 and "NotFoundError" in err
+    for argv in (["retrieve", "gas"], ["curate"], ["playbook"]):
         code, out, err = _run(capsys, *argv, *sock)
-        if code == 1:  # not built yet: the daemon says so, the CLI shows it
-            assert "NotAvailableError" in err or "NotFoundError" in err, (argv, err)
-        else:
-            assert code == 0 and out
+        assert code == 0 and out, (argv, err)
