@@ -2,10 +2,14 @@
 
 Measures, on real LMDB in a temporary directory: assert throughput (batched
 and single durable commits), query_at and query_as_known_at latency,
-depth-3 k_hop_neighbors latency over 1,000 entities and 10,000 edges, and
-time-bucket range scans over a store of 1,000,000 triples (build time
-printed too). It reports numbers and never asserts on them: the machine, its
-load and its disk decide them, so the header prints the load average.
+depth-3 k_hop_neighbors latency over 1,000 entities and 10,000 edges (from
+the in-memory adjacency, then from LMDB alone after reopening with
+``adjacency_max_edges=0``), the adjacency's build time at open and its
+memory per edge (``--memory-edges``: synthetic edges applied to an
+``Adjacency``, measured with tracemalloc), and time-bucket range scans over
+a store of 1,000,000 triples (build time printed too). It reports numbers
+and never asserts on them: the machine, its load and its disk decide them,
+so the header prints the load average.
 
     python scripts/bench_graph.py                      # the full run (package installed)
     PYTHONPATH=. python scripts/bench_graph.py --scan-triples 100000 --queries 500
@@ -20,6 +24,7 @@ import random
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +33,18 @@ import lmdb
 import structlog
 
 from grimoire.clock import SystemClock
-from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue, Predicate
+from grimoire.records.graph import (
+    EntityKind,
+    EntityRef,
+    Fact,
+    ObjectValue,
+    Predicate,
+    TemporalTriple,
+)
+from grimoire.stores import graph_codec as codec
 from grimoire.stores.graph import GraphStore
+from grimoire.stores.graph_adjacency import Adjacency
+from grimoire.stores.graph_versions import EdgeChange
 
 START_BLOCK = 18_000_000
 
@@ -57,6 +72,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="subject-predicate pairs the scan store's history is spread over")
     parser.add_argument("--scan-batch", type=int, default=50_000, help="batch size for its build")
     parser.add_argument("--scan-queries", type=int, default=200, help="range scans per width")
+    parser.add_argument("--memory-edges", default="10000,1000000",
+                        help="edge counts (comma-separated) for adjacency memory; '' skips")
     parser.add_argument("--dir", type=Path, default=None, help="work here instead of a temp dir")
     parser.add_argument("--seed", type=int, default=7)
     return parser.parse_args(argv)
@@ -105,19 +122,74 @@ def graph_facts(entities: list[EntityRef], count: int, rng: random.Random) -> li
 
 
 def bench_graph(root: Path, args: argparse.Namespace, rng: random.Random) -> list[Row]:
+    """The SPEC graph twice, with the in-memory adjacency and without (LMDB walks only).
+
+    Both stores get the same facts and the same query draws, so the ratios
+    between their rows hold even when the machine's load moves the numbers.
+    """
     entities = make_entities(args.entities)
     facts = graph_facts(entities, args.triples, rng)
     last_block = START_BLOCK + args.triples
+    replay = random.Random()
+    replay.setstate(rng.getstate())
     rows = []
-    with GraphStore.open(root / "graph", clock=SystemClock()) as graph:
-        start = time.perf_counter()
-        for i in range(0, len(facts), args.batch):
-            graph.assert_many(facts[i:i + args.batch])
+    for name, cap, draws, label in (("graph", None, rng, ""),
+                                    ("graph-lmdb", 0, replay, " (no adjacency)")):
+        options = {} if cap is None else {"adjacency_max_edges": cap}
+        with GraphStore.open(root / name, clock=SystemClock(), **options) as graph:
+            start = time.perf_counter()
+            for i in range(0, len(facts), args.batch):
+                graph.assert_many(facts[i:i + args.batch])
+            took = time.perf_counter() - start
+            found = [Row(f"assert_many (batches of {args.batch:,})", len(facts),
+                         note=f"{len(facts) / took:,.0f} triples/s, {took:.2f} s total")]
+            found += bench_queries(graph, entities, last_block, args, draws)
+            found.append(bench_single(graph, entities, last_block, args.single))
+        rows += [Row(row.operation + label, row.n, row.p50_ms, row.p95_ms, row.note)
+                 for row in found]
+    rows.append(bench_open(root / "graph", "open (adjacency build)"))
+    return rows
+
+
+def bench_open(path: Path, label: str) -> Row:
+    start = time.perf_counter()
+    with GraphStore.open(path, clock=SystemClock()) as graph:
         took = time.perf_counter() - start
-        rows.append(Row(f"assert_many (batches of {args.batch:,})", len(facts),
-                        note=f"{len(facts) / took:,.0f} triples/s, {took:.2f} s total"))
-        rows += bench_queries(graph, entities, last_block, args, rng)
-        rows.append(bench_single(graph, entities, last_block, args.single))
+        index = graph._index  # the benchmark reads the store's internals to report them
+        held = "off" if index is None or index.disabled else (
+            f"{len(index):,} edges held, floor {index.floor:,}")
+    return Row(label, 1, took * 1e3, None, held)
+
+
+def bench_memory(counts: list[int]) -> list[Row]:
+    """Bytes per edge of the adjacency: ``count`` open edges among count/10 entities."""
+    rows = []
+    for count in counts:
+        entities = make_entities(max(2, count // 10))
+        rng = random.Random(count)
+        changes = []
+        for i in range(count):
+            subject, target = rng.sample(entities, 2)
+            triple = TemporalTriple(
+                id=f"{i:032x}"[:8] + "-0000-7000-8000-" + f"{i:012x}", subject=subject,
+                predicate=list(Predicate)[i % 8].value, object=ObjectValue.entity(target),
+                valid_from=START_BLOCK + i, valid_to=None, recorded_at=1, superseded_at=None,
+                source_episode=None, confidence=1.0, evidence_count=1)
+            changes += [EdgeChange(True, e.key, e.value) for e in codec.index_entries(triple)
+                        if e.db == "by_object"]
+        index = Adjacency(max_edges=count)
+        tracemalloc.start()
+        try:
+            start = time.perf_counter()
+            index.apply(changes)
+            took = time.perf_counter() - start
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        rows.append(Row(f"adjacency memory, {count:,} edges", count,
+                        note=f"{held / count:,.0f} B/edge, {held / 2**20:,.1f} MiB "
+                             f"({len(entities):,} entities; apply {took:.1f} s under tracemalloc)"))
+        del index, changes
     return rows
 
 
@@ -183,6 +255,7 @@ def bench_scan(root: Path, args: argparse.Namespace, rng: random.Random) -> list
             lows = [rng.randrange(START_BLOCK, last_block - width)
                     for _ in range(args.scan_queries)]
             rows.append(scan_row(graph, lows, width))
+    rows.append(bench_open(root / "scan", "open scan store (adjacency build)"))
     return rows
 
 
@@ -224,6 +297,7 @@ def run(args: argparse.Namespace, root: Path) -> str:
     rows = bench_graph(root, args, rng)
     if args.scan_triples:
         rows += bench_scan(root, args, rng)
+    rows += bench_memory([int(n) for n in args.memory_edges.split(",") if n.strip()])
     return render(rows, top)
 
 

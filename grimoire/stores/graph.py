@@ -14,7 +14,8 @@ comes from the injected clock), nor hold a transaction across calls:
 every call opens a short one, so readers on any thread never block the writer.
 Its parts: the LMDB environment (schema, transactions, map growth) is
 ``graph_env.py``, version reads and writes ``graph_versions.py``, the byte
-layout ``graph_codec.py`` and the walks ``graph_traverse.py``.
+layout ``graph_codec.py``, the walks ``graph_traverse.py`` and the in-memory
+copy of the entity edges they read ``graph_adjacency.py``.
 
 Invariants the methods keep:
 
@@ -58,6 +59,7 @@ from grimoire.records.graph import (
     parse_triple_id,
 )
 from grimoire.stores import graph_codec as codec
+from grimoire.stores.graph_adjacency import DEFAULT_MAX_EDGES, Adjacency
 from grimoire.stores.graph_codec import Stored
 from grimoire.stores.graph_env import (
     DEFAULT_MAP_SIZE,
@@ -65,7 +67,12 @@ from grimoire.stores.graph_env import (
     SCHEMA_VERSION,
     GraphEnv,
 )
-from grimoire.stores.graph_traverse import bfs_lmdb, topology_curiosity_modifier
+from grimoire.stores.graph_traverse import (
+    Reached,
+    bfs_lmdb,
+    collect,
+    topology_curiosity_modifier,
+)
 from grimoire.stores.graph_versions import Versions
 
 __all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "GraphStore", "topology_curiosity_modifier"]
@@ -79,21 +86,36 @@ _OPEN_BIN = codec.bucket_key(0, None)
 class GraphStore:
     """Bi-temporal triples on LMDB. Open with ``GraphStore.open(path, clock=...)``."""
 
-    def __init__(self, env: GraphEnv) -> None:
+    def __init__(self, env: GraphEnv, adjacency_max_edges: int) -> None:
         """Use ``GraphStore.open``."""
         self._env, self._db, self._path = env, env.db, env.path
-        self._versions = Versions(env.db, env.path)
+        self._versions = Versions(env.db, env.path, env.queue)
+        self._index: Adjacency | None = None
+        if adjacency_max_edges:
+            with env.txn() as txn:
+                self._index = Adjacency.build(txn, env.db, adjacency_max_edges)
+            env.on_commit = self._index.apply
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock,
-             map_size: int = DEFAULT_MAP_SIZE,
-             max_map_size: int = DEFAULT_MAX_MAP_SIZE) -> GraphStore:
-        """Open or create the store in directory ``path``; the map doubles when full."""
+             map_size: int = DEFAULT_MAP_SIZE, max_map_size: int = DEFAULT_MAX_MAP_SIZE,
+             adjacency_max_edges: int = DEFAULT_MAX_EDGES) -> GraphStore:
+        """Open or create the store in directory ``path``; the map doubles when full.
+
+        Walks (``k_hop_neighbors``, ``topology_distance``) read an in-memory
+        copy of up to ``adjacency_max_edges`` entity edges (0: walk LMDB only).
+        """
+        if (isinstance(adjacency_max_edges, bool) or not isinstance(adjacency_max_edges, int)
+                or adjacency_max_edges < 0):
+            raise ValidationError("must be an integer >= 0", field="adjacency_max_edges")
         env = GraphEnv.open(path, clock=clock, map_size=map_size, max_map_size=max_map_size)
         try:
-            store = cls(env)
+            store = cls(env, adjacency_max_edges)
+            index = store._index
             log.info("graph.open", path=str(env.path), schema_version=SCHEMA_VERSION,
-                     triples=store.count(), map_size=env.map_size)
+                     triples=store.count(), map_size=env.map_size,
+                     adjacency_edges=None if index is None else len(index),
+                     adjacency_floor=None if index is None else index.floor)
         except BaseException:
             env.close()
             raise
@@ -102,6 +124,7 @@ class GraphStore:
     def close(self) -> None:
         """Close the environment once no call is using it. Idempotent."""
         if self._env.close():
+            self._index = None
             log.info("graph.close", path=str(self._path))
 
     def __enter__(self) -> GraphStore:
@@ -272,11 +295,12 @@ class GraphStore:
         """Entities within ``max_hops`` entity edges valid at ``block``, nearest first (BFS)."""
         start = codec.entity_key(parse_entity_ref(subject, "subject"))
         hops, at = parse_hops(max_hops), parse_block(block, "block")
-        way = parse_direction(direction)
-        with self._env.txn() as txn:
-            found = list(bfs_lmdb(txn, self._db, [start], hops, at, way))
-        return [Neighbor(codec.decode_entity_key(key), hop, predicate.decode(), edge_way)
-                for key, hop, predicate, edge_way in found]
+        found = self._walk([start], hops, at, parse_direction(direction))
+        index = self._index
+        if index is not None:
+            return index.neighbors(found)
+        return [Neighbor(codec.decode_entity_key(key), hop, predicate, way)
+                for key, hop, predicate, way in found]
 
     def topology_distance(self, source: EntityRef | Iterable[EntityRef], target: EntityRef,
                           block: int, *, max_hops: int = 3,
@@ -289,9 +313,8 @@ class GraphStore:
         way = parse_direction(direction)
         if goal in starts:
             return 0
-        with self._env.txn() as txn:
-            return next((hop for key, hop, _, _ in bfs_lmdb(txn, self._db, starts, hops, at, way)
-                         if key == goal), None)
+        found = self._walk(starts, hops, at, way, goal)
+        return found[-1][1] if found and found[-1][0] == goal else None
 
     def curiosity_modifier(self, event_entity: EntityRef, positions: Iterable[EntityRef],
                            block: int, *, direction: Direction = "both") -> float:
@@ -330,6 +353,22 @@ class GraphStore:
             }
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _walk(self, starts: list[bytes], max_hops: int, block: int, direction: Direction,
+              goal: bytes | None = None, *, index: bool = True) -> list[Reached]:
+        """BFS (stopping at ``goal``) in the adjacency if it holds ``block``, else in LMDB.
+
+        ``index=False`` walks LMDB, the reference the tests compare the adjacency with.
+        """
+        adjacency = self._index if index else None
+        if adjacency is not None:
+            self._env.check_open()
+            found = adjacency.walk(starts, max_hops, block, direction, goal)
+            if found is not None:
+                return found
+        with self._env.txn() as txn:
+            walk = bfs_lmdb(txn, self._db, starts, max_hops, block, direction)
+            return collect(walk, goal)
 
     def _write(self, action: Callable[[Any, int], T]) -> T:
         return self._env.write(action)

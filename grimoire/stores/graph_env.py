@@ -7,6 +7,11 @@ write that finds it full doubles it, once no transaction of the process is
 live, and runs again. Every call opens a short transaction, so readers on
 any thread never block the writer.
 
+Writes are serialised by a lock that also covers ``on_commit``: items a
+write ``queue``s reach ``on_commit`` only once its transaction has committed,
+in commit order, and are dropped if it rolls back or is retried after a full
+map. The store uses this to keep in-memory mirrors equal to what is durable.
+
 It must not know what a triple is, decide temporal rules or encode records
 (``graph.py`` and ``graph_codec.py`` do), nor import other stores.
 """
@@ -101,6 +106,9 @@ class GraphEnv:
         self._max_map_size = max_map_size
         self.map_size: int = env.info()["map_size"]
         self._gate = _Gate()
+        self._writer = threading.Lock()
+        self._queued: list[Any] | None = None  # a list only while a write runs
+        self.on_commit: Callable[[list[Any]], None] | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock, map_size: int,
@@ -137,6 +145,11 @@ class GraphEnv:
             self._env.close()
         return True
 
+    def check_open(self) -> None:
+        """Raise StoreError if the store is closed (for calls that need no transaction)."""
+        if self._gate.closed:
+            raise StoreError("graph store is closed")
+
     @contextmanager
     def txn(self, *, write: bool = False) -> Iterator[Any]:
         """A short transaction; lmdb errors become StoreError (MapFullError is left to write)."""
@@ -156,18 +169,31 @@ class GraphEnv:
 
         ``now`` is the transaction time: the clock, but never before the last
         transaction's. ``action`` may run more than once (after a full map),
-        so it must not have effects outside ``txn``.
+        so it must not have effects outside ``txn`` except through ``queue``.
         """
-        while True:
-            seen = self.map_size
-            try:
-                with self.txn(write=True) as txn:
-                    now = max(int(self._clock()), self.last_tx(txn))
-                    result = action(txn, now)
-                    txn.put(_LAST_TX_KEY, now.to_bytes(8, "big"), db=self.db["meta"])
-                return result
-            except lmdb.MapFullError:
-                self._grow(seen)
+        with self._writer:
+            while True:
+                seen = self.map_size
+                self._queued = []
+                try:
+                    with self.txn(write=True) as txn:
+                        now = max(int(self._clock()), self.last_tx(txn))
+                        result = action(txn, now)
+                        txn.put(_LAST_TX_KEY, now.to_bytes(8, "big"), db=self.db["meta"])
+                    break
+                except lmdb.MapFullError:
+                    self._grow(seen)  # the aborted attempt's queue is dropped just below
+                finally:
+                    queued, self._queued = self._queued, None
+            if queued and self.on_commit is not None:
+                self.on_commit(queued)  # still under the lock: mirrors see commits in order
+            return result
+
+    def queue(self, item: Any) -> None:
+        """Hand ``item`` to ``on_commit`` if the running write commits (only inside ``write``)."""
+        if self._queued is None:
+            raise StoreError("graph store: queue() outside a write")
+        self._queued.append(item)
 
     def last_tx(self, txn: Any) -> int:
         """Transaction time of the last write (0 for a new store)."""

@@ -3,29 +3,42 @@
 Owns the mechanics of versioning inside a transaction the caller opened: a
 new triple is written with every index entry that points at it; a changed
 triple keeps its previous version in ``history`` (keyed by id and ``seq``)
-and, when its valid interval changed, has its index entries moved. It must
+and, when its valid interval changed, has its index entries moved. Each
+``by_object`` entry it puts or deletes is also handed to ``queue`` as an
+``EdgeChange``, which the store applies to its in-memory adjacency after
+the transaction commits. It must
 not decide which triple to close or reinforce (the temporal rules are
 ``graph.py``'s), open transactions, or import other stores.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grimoire.errors import StoreError
 from grimoire.records.graph import TemporalTriple
 from grimoire.stores import graph_codec as codec
 from grimoire.stores.graph_codec import Stored
 
-__all__ = ["Versions"]
+__all__ = ["EdgeChange", "Versions"]
+
+
+class EdgeChange(NamedTuple):
+    """An entity edge put into (``added``) or deleted from ``by_object``, as stored there."""
+
+    added: bool
+    object_key: bytes
+    value: bytes
 
 
 class Versions:
     """Reads and writes triple versions through the sub-databases ``dbs``."""
 
-    def __init__(self, dbs: dict[str, Any], path: Path) -> None:
-        self._db, self._path = dbs, path
+    def __init__(self, dbs: dict[str, Any], path: Path,
+                 queue: Callable[[EdgeChange], None]) -> None:
+        self._db, self._path, self._queue = dbs, path, queue
 
     def load(self, txn: Any, raw_id: bytes) -> Stored | None:
         """The current version of a triple, or None if there is no such triple."""
@@ -64,8 +77,7 @@ class Versions:
         """Write the first version of ``triple`` and its index entries."""
         txn.put(codec.id_bytes(triple.id), codec.encode_record(triple, 0, now),
                 db=self._db["triples"])
-        for entry in codec.index_entries(triple):
-            txn.put(entry.key, entry.value, db=self._db[entry.db])
+        self._put_entries(txn, triple)
 
     def put_version(self, txn: Any, old: Stored, new: TemporalTriple, now: int) -> None:
         """Keep ``old`` in history, make ``new`` current from ``now``; move its index entries."""
@@ -78,5 +90,12 @@ class Versions:
                 if not txn.delete(entry.key, entry.value, db=self._db[entry.db]):
                     raise StoreError(f"graph store {self._path}: {entry.db} lacks the entry "
                                      f"of triple {new.id}; the indexes are damaged")
-            for entry in codec.index_entries(new):
-                txn.put(entry.key, entry.value, db=self._db[entry.db])
+                if entry.db == "by_object":
+                    self._queue(EdgeChange(False, entry.key, entry.value))
+            self._put_entries(txn, new)
+
+    def _put_entries(self, txn: Any, triple: TemporalTriple) -> None:
+        for entry in codec.index_entries(triple):
+            txn.put(entry.key, entry.value, db=self._db[entry.db])
+            if entry.db == "by_object":
+                self._queue(EdgeChange(True, entry.key, entry.value))
