@@ -201,14 +201,26 @@ class Daemon:
     def _one_tick(self) -> dict[str, Any]:
         ctx = self.g.context
         now = ctx.now()
-        episodes = self.feed.poll(ctx.tick + 1, now)
+        feed = self.feed
+        resume_at = feed.offset if isinstance(feed, JsonlFeed) else 0
+        episodes = feed.poll(ctx.tick + 1, now)
         feed_rejected = 0
-        if isinstance(self.feed, JsonlFeed):
-            feed_rejected = self.feed.rejected - self._feed_rejected_seen
-            self._feed_rejected_seen = self.feed.rejected
-        summary = run_tick(ctx, now=now, feed_episodes=episodes,
-                           source=None if self.feed.name == "none" else self.feed.name,
-                           meta=self._feed_meta(), feed_rejected=feed_rejected)
+        if isinstance(feed, JsonlFeed):
+            feed_rejected = feed.rejected - self._feed_rejected_seen
+            self._feed_rejected_seen = feed.rejected
+        try:
+            summary = run_tick(ctx, now=now, feed_episodes=episodes,
+                               source=None if feed.name == "none" else feed.name,
+                               meta=self._feed_meta(), feed_rejected=feed_rejected)
+        except Exception:
+            if isinstance(feed, JsonlFeed):
+                # The tick failed (a full write queue, a store error): read these lines again
+                # next tick instead of skipping them; the file's offset is only persisted with
+                # a tick that completed.
+                self.feed = JsonlFeed(feed.path, offset=resume_at)
+                self._feed_rejected_seen = 0
+                feed.close()
+            raise
         if "curator" in summary:
             log.info("heartbeat.curator", tick=summary["tick"], **summary["curator"])
         return summary
