@@ -90,6 +90,10 @@ def dispatch(target: Any, method: str, params: Mapping[str, Any] | None) -> Any:
     if not isinstance(params, Mapping):
         raise ValidationError("params must be a JSON object", field="params")
     fn = getattr(target, spec.attr)
+    if inspect.ismethod(fn) and "self" in params:
+        # A bound method's signature hides ``self``, so binding accepts it into **params and
+        # the call then fails with "multiple values for argument 'self'".
+        raise ValidationError("unknown parameter(s): self", field="params")
     try:
         inspect.signature(fn).bind(**params)
     except TypeError as exc:

@@ -10,7 +10,9 @@ Signal handlers only set flags: SIGTERM or SIGINT starts a drain (stop
 accepting, close idle connections, finish in-flight requests, let the
 running tick end, stop the writer after its queue, flush and close the
 stores, remove the socket, exit 0); a second signal exits at once with
-128 + signal. A signal that arrives while the stores are still opening is
+128 + signal (a repeat within half a second is the same stop delivered
+twice, as ``timeout -s INT`` does to the process and then its group: it is
+ignored). A signal that arrives while the stores are still opening is
 honoured as soon as they are open. SIGHUP is logged and ignored (a config
 reload is not supported: restart to apply changes), so a closed terminal
 does not kill the daemon without a drain.
@@ -45,13 +47,17 @@ from grimoire.heartbeat import run_tick
 from grimoire.llm import make_llm
 from grimoire.server import Server
 
-__all__ = ["AcceleratedClock", "Daemon", "TickSchedule", "open_feed", "run_daemon"]
+__all__ = ["AcceleratedClock", "Daemon", "StopSignals", "TickSchedule", "open_feed",
+           "run_daemon"]
 
 log = structlog.get_logger()
 
 DEFAULT_TICK_SECONDS = 40.0
 JSONL_META = "feed.jsonl"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A repeat within this many seconds is the same stop delivered twice (`timeout -s INT` signals
+# the process and then its process group), not an operator insisting: it does not kill.
+REPEAT_DEBOUNCE_S = 0.5
 
 
 class AcceleratedClock:
@@ -140,7 +146,6 @@ class Daemon:
         self._monotonic = monotonic
         self.schedule = TickSchedule(self.interval_s, monotonic())
         self._stop: asyncio.Event | None = None
-        self._signals = 0
         self.ticks_run = 0
         self.ticks_failed = 0
         self._feed_rejected_seen = 0
@@ -163,14 +168,11 @@ class Daemon:
         return self._stop is not None and self._stop.is_set()
 
     def request_stop(self, signum: int | None = None) -> None:
-        """First call: drain and stop. A second signal: exit at once."""
-        self._signals += 1
-        if self._signals > 1 and signum is not None:
-            log.warning("daemon.exit.immediate", signal=signum)
-            os._exit(128 + signum)
+        """Drain and stop (idempotent). Runs on the event loop; ``StopSignals`` calls it."""
+        if self._stop is None or self._stop.is_set():
+            return
         log.info("daemon.draining", signal=signum)
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     # -- the heartbeat --------------------------------------------------------------------
 
@@ -200,14 +202,26 @@ class Daemon:
     def _one_tick(self) -> dict[str, Any]:
         ctx = self.g.context
         now = ctx.now()
-        episodes = self.feed.poll(ctx.tick + 1, now)
+        feed = self.feed
+        resume_at = feed.offset if isinstance(feed, JsonlFeed) else 0
+        episodes = feed.poll(ctx.tick + 1, now)
         feed_rejected = 0
-        if isinstance(self.feed, JsonlFeed):
-            feed_rejected = self.feed.rejected - self._feed_rejected_seen
-            self._feed_rejected_seen = self.feed.rejected
-        summary = run_tick(ctx, now=now, feed_episodes=episodes,
-                           source=None if self.feed.name == "none" else self.feed.name,
-                           meta=self._feed_meta(), feed_rejected=feed_rejected)
+        if isinstance(feed, JsonlFeed):
+            feed_rejected = feed.rejected - self._feed_rejected_seen
+            self._feed_rejected_seen = feed.rejected
+        try:
+            summary = run_tick(ctx, now=now, feed_episodes=episodes,
+                               source=None if feed.name == "none" else feed.name,
+                               meta=self._feed_meta(), feed_rejected=feed_rejected)
+        except Exception:
+            if isinstance(feed, JsonlFeed):
+                # The tick failed (a full write queue, a store error): read these lines again
+                # next tick instead of skipping them; the file's offset is only persisted with
+                # a tick that completed.
+                self.feed = JsonlFeed(feed.path, offset=resume_at)
+                self._feed_rejected_seen = 0
+                feed.close()
+            raise
         if "curator" in summary:
             log.info("heartbeat.curator", tick=summary["tick"], **summary["curator"])
         return summary
@@ -236,15 +250,15 @@ class Daemon:
 
     # -- running --------------------------------------------------------------------------
 
-    async def run(self, *, pending_signal: int | None = None) -> int:
+    async def run(self, signals: StopSignals | None = None) -> int:
+        """Serve and tick until a stop; ``signals`` (installed by the caller) are routed here."""
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        for signum in _STOP_SIGNALS:
-            loop.add_signal_handler(signum, self.request_stop, signum)
-        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
-        if pending_signal is not None:  # signalled while the stores were opening
-            self.request_stop(pending_signal)
-            return 0
+        if signals is not None:
+            signals.attach(loop, self.request_stop, self._on_sighup)
+            if signals.first is not None:  # signalled while the stores were opening
+                self.request_stop(signals.first)
+                return 0
         d = self.config.daemon
         self.server = Server(self.g, self.config.socket, max_request_bytes=d.max_request_bytes,
                              max_connections=d.max_connections, idle_timeout_s=d.idle_timeout_s,
@@ -266,33 +280,63 @@ class Daemon:
                     reason="config reload is not supported; restart the daemon to apply changes")
 
 
-class _EarlySignals:
-    """Stop signals that arrive before the event loop runs: the first is remembered."""
+class StopSignals:
+    """Process-wide SIGTERM / SIGINT / SIGHUP handling for ``grimoire run``.
+
+    Installed with ``signal.signal`` before the stores open and kept until the
+    process exits (asyncio's own signal handlers are reset to the default when
+    its loop closes, which would let a second SIGTERM kill the process by the
+    default action mid-close). The handler itself only records and hands off:
+    the first stop signal is passed to the running loop (``attach``) with
+    ``call_soon_threadsafe``, a second one at least ``REPEAT_DEBOUNCE_S`` later
+    exits at once, with 128 + signal (written to stdout as one JSON line with
+    ``os.write``: the handler never logs through the logger, whose lock the
+    interrupted code may hold).
+    """
 
     def __init__(self) -> None:
         self.first: int | None = None
+        self.first_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_stop: Callable[[int], None] | None = None
+        self._on_hup: Callable[[], None] | None = None
 
     def install(self) -> None:
         for signum in _STOP_SIGNALS:
             signal.signal(signum, self._handle)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, self._handle)
+
+    def attach(self, loop: asyncio.AbstractEventLoop, on_stop: Callable[[int], None],
+               on_hup: Callable[[], None]) -> None:
+        self._loop, self._on_stop, self._on_hup = loop, on_stop, on_hup
+
+    def detach(self) -> None:
+        self._loop = self._on_stop = self._on_hup = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if signum == signal.SIGHUP:
+            if loop is not None and self._on_hup is not None:
+                loop.call_soon_threadsafe(self._on_hup)
+            return
+        now = time.monotonic()
         if self.first is not None:
-            os._exit(128 + signum)  # a second signal: exit at once
-        self.first = signum
-
-    def immediate(self) -> None:
-        """While closing the stores after the loop: any stop signal exits at once."""
-        self.first = self.first or signal.SIGTERM
-        self.install()
+            if now - self.first_at >= REPEAT_DEBOUNCE_S:  # a second signal: exit at once
+                # os.write, not the logger: it cannot block on a lock the interrupted code holds.
+                os.write(1, b'{"event": "daemon.exit.immediate", "level": "warning", "signal": '
+                         + str(int(signum)).encode() + b"}\n")
+                os._exit(128 + signum)
+            return  # the same stop delivered twice
+        self.first, self.first_at = signum, now
+        if loop is not None and self._on_stop is not None:
+            loop.call_soon_threadsafe(self._on_stop, signum)
 
 
 def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
     started = time.monotonic()
-    early = _EarlySignals()
-    early.install()
+    signals = StopSignals()
+    signals.install()
     log.info("daemon.starting", pid=os.getpid(), data_dir=config.data_dir,
              model=config.embedding.model)
     clock: Any = SystemClock()
@@ -311,9 +355,11 @@ def run_daemon(config: Config) -> int:
         daemon = Daemon(g, feed, config)
         log.info("daemon.opened", seconds=round(time.monotonic() - started, 3))
         try:
-            code = asyncio.run(daemon.run(pending_signal=early.first))
+            code = asyncio.run(daemon.run(signals))
         finally:
-            early.immediate()
+            signals.detach()
+            if signals.first is None:  # stopped by max_ticks: a signal now means "hurry"
+                signals.first, signals.first_at = signal.SIGTERM, time.monotonic() - 1.0
             feed.close()
             if isinstance(clock, AcceleratedClock):
                 g.context.writer.call(lambda: g.context.semantic.set_meta("clock_ms", clock()))

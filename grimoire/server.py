@@ -155,6 +155,7 @@ class Server:
 
     def stats(self) -> dict[str, Any]:
         return {"socket": str(self.path), "connections": len(self._connections),
+                "in_flight": sum(1 for c in self._connections.values() if c.busy),
                 "requests": self.requests_served, "errors": self.errors_sent,
                 "refused": self.connections_refused}
 
@@ -165,6 +166,8 @@ class Server:
             self._server = await asyncio.start_unix_server(
                 self._on_connect, path=str(self.path), limit=self.max_request_bytes + 1
             )
+        except OSError as exc:  # e.g. a path over the 107-byte AF_UNIX limit
+            raise StoreError(f"cannot listen on {self.path}: {exc}") from exc
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)

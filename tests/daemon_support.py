@@ -50,7 +50,13 @@ class ServerThread:
 
     def start(self) -> ServerThread:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
+            raise
         return self
 
     def stop(self, grace_s: float = 5.0) -> float:

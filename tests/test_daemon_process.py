@@ -14,6 +14,7 @@ import re
 import select
 import signal
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any
 import pytest
 
 from grimoire.client import Client
+from grimoire.daemon import REPEAT_DEBOUNCE_S
+from grimoire.errors import GrimoireError
 from tests.daemon_support import (
     daemon_env,
     json_lines,
@@ -126,13 +129,30 @@ def test_a_second_signal_exits_at_once(root: Path) -> None:
     line = proc.stdout.readline()
     assert json.loads(line)["event"] == "daemon.starting"  # handlers are installed by now
     proc.send_signal(signal.SIGTERM)
-    # Apart, so the kernel does not merge them into one pending signal; opening the stores
-    # (importing LanceDB alone) takes longer than this.
-    time.sleep(0.2)
+    # Further apart than the repeat debounce; opening the stores (importing LanceDB alone)
+    # takes longer than this.
+    time.sleep(REPEAT_DEBOUNCE_S + 0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 128 + signal.SIGTERM
     events = [r["event"] for r in json_lines(proc.stdout.read().decode())]
     assert "daemon.ready" not in events and "daemon.stopped" not in events
+
+
+def test_the_same_signal_delivered_twice_still_drains_cleanly(root: Path) -> None:
+    """Like ``timeout -s INT``: the process and its group both get SIGINT, back to back."""
+    data = root / "data"
+    proc = start_daemon(data, "--feed", "sim", "--speed", "600")
+    try:
+        wait_ready(proc, data / "grimoire.sock")
+        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # start_new_session: its group is its pid
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = [r["event"] for r in json_lines(proc.stdout.read().decode() if proc.stdout else "")]
+    assert code == 0
+    assert "daemon.stopped" in events and "daemon.exit.immediate" not in events
 
 
 def test_a_signal_during_startup_is_a_clean_exit(root: Path) -> None:
@@ -146,16 +166,20 @@ def test_a_signal_during_startup_is_a_clean_exit(root: Path) -> None:
 
 
 def test_a_second_signal_during_a_drain_exits_at_once(root: Path) -> None:
-    """A drain waits for the running tick; a second signal does not."""
-    feed = root / "feed.jsonl"
-    feed.write_text("".join(json.dumps({"text": f"line {i} " + "word " * 200}) + "\n"
-                            for i in range(30_000)))
+    """A drain waits for in-flight requests; a second signal does not."""
     data = root / "data"
-    proc = start_daemon(data, "--feed", f"jsonl:{feed}", "--tick-seconds", "0.01")
+    sock = data / "grimoire.sock"
+    env = daemon_env(GRIMOIRE_DAEMON__MAX_REQUEST_BYTES=str(64 * 2**20))
+    proc = start_daemon(data, "--feed", "none", env=env)
     try:
-        wait_ready(proc, data / "grimoire.sock")
-        with Client(data / "grimoire.sock") as client:
-            _wait_for(lambda: client.call("status")["episodes"]["rows"] >= 1000)
+        wait_ready(proc, sock)
+        # A batch that takes the writer seconds: the drain has to wait for it.
+        heavy = {"episodes": [{"text": f"{i} " + "gas fee swap pool " * 1700} for i in range(300)]}
+        in_flight = threading.Thread(target=_call_quietly, args=(sock, "episode.write_batch",
+                                                                 heavy), daemon=True)
+        in_flight.start()
+        # In flight: the heavy batch and the status call asking.
+        _wait_for(lambda: _status(sock)["daemon"]["server"]["in_flight"] >= 2, timeout=60)
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout is not None
         seen = []
@@ -163,6 +187,7 @@ def test_a_second_signal_during_a_drain_exits_at_once(root: Path) -> None:
             seen.append(json.loads(line)["event"])
             if seen[-1] == "daemon.draining":
                 break
+        time.sleep(REPEAT_DEBOUNCE_S + 0.05)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
     finally:
@@ -170,7 +195,30 @@ def test_a_second_signal_during_a_drain_exits_at_once(root: Path) -> None:
             proc.kill()
     events = seen + [r["event"] for r in json_lines(proc.stdout.read().decode())]
     assert code == 128 + signal.SIGTERM
-    assert "daemon.exit.immediate" in events and "daemon.stopped" not in events
+    assert "daemon.exit.immediate" in events
+    assert "daemon.stopped" not in events and "server.stopped" not in events
+    # Nothing acknowledged was lost and the stores open cleanly after that exit.
+    proc = start_daemon(data, "--feed", "none", env=env)
+    try:
+        wait_ready(proc, sock)
+        assert stop_daemon(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _status(sock: Path) -> dict[str, Any]:
+    with Client(sock) as client:
+        status: dict[str, Any] = client.call("status")
+    return status
+
+
+def _call_quietly(sock: Path, method: str, params: dict[str, Any]) -> None:
+    try:
+        with Client(sock, timeout=120) as client:
+            client.call(method, params)
+    except GrimoireError:
+        pass  # the daemon was told to exit at once: no answer is the expected outcome
 
 
 def test_yaml_config_env_overrides_and_a_custom_socket(root: Path) -> None:

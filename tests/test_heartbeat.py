@@ -7,6 +7,8 @@ daemon's loop, a fake monotonic clock: nothing here sleeps.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.daemon import Daemon, TickSchedule, open_feed
 from grimoire.embed import HashEmbedder
+from grimoire.errors import BusyError
 from grimoire.feeds import NoneFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.heartbeat import run_tick
@@ -316,3 +319,35 @@ def test_jsonl_feed_offset_survives_a_restart(tmp_path: Path, clock: FrozenClock
 def test_make_feed_specs() -> None:
     assert make_feed("none").name == "none"
     assert make_feed("sim").name == "sim"
+
+
+def test_a_failed_tick_reads_the_same_jsonl_lines_again(tmp_path: Path,
+                                                        clock: FrozenClock) -> None:
+    """A tick refused by a full write queue does not lose the file's lines: they come next."""
+    feed_file = tmp_path / "agent.jsonl"
+    feed_file.write_text("".join(json.dumps({"text": f"line {i}"}) + "\n" for i in range(3)))
+    mono = FakeMonotonic()
+    with open_g(tmp_path / "data", clock, **{"daemon.feed": f"jsonl:{feed_file}",
+                                             "daemon.tick_seconds": 1,
+                                             "daemon.write_queue": 1}) as g:
+        d = Daemon(g, open_feed(g.context.config, g), g.context.config, monotonic=mono)
+        gate, busy = threading.Event(), threading.Event()
+        holders = [threading.Thread(target=g.context.writer.call,
+                                    args=(lambda: (busy.set(), gate.wait()),)),
+                   threading.Thread(target=g.context.writer.call, args=(lambda: None,))]
+        holders[0].start()
+        busy.wait(10)
+        holders[1].start()  # waits in the queue, which is now full
+        while g.context.writer.qsize() < 1:
+            time.sleep(0.001)
+        mono.now += 1
+        with pytest.raises(BusyError):
+            d.step()
+        gate.set()
+        for t in holders:
+            t.join(10)
+        mono.now += 1
+        assert d.step()["written"] == 3
+        assert sorted(e.text for e in g.context.episodes.scan()) == [
+            "line 0", "line 1", "line 2"]
+        d.feed.close()

@@ -150,6 +150,8 @@ BAD_REQUESTS: list[tuple[bytes, int, str | None]] = [
     (b'{"jsonrpc": "2.0", "id": 1, "method": "episode.get", "params": {}}', -32602, "params"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "episode.get", "params": {"id": 5}}', -32602, "id"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "health", "params": {"x": 1}}', -32602, "params"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "episode.write", "params": {"self": 1}}',
+     -32602, "params"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "episode.write", "params": {"text": 5}}',
      -32602, "text"),
     (b'{"jsonrpc": "2.0", "id": 1, "method": "episode.write_batch", "params": '
@@ -410,3 +412,9 @@ def test_stop_lets_an_in_flight_request_finish(sock_dir: Path) -> None:
     assert read_lines(sock)[0]["result"] == {"ok": True}
     assert is_closed(sock)
     sock.close()
+
+
+def test_a_socket_path_too_long_is_a_clear_error(g: Grimoire, sock_dir: Path) -> None:
+    deep = sock_dir / ("d" * 60) / ("e" * 60)
+    with pytest.raises(StoreError, match="cannot listen on"):
+        ServerThread(g, deep / "g.sock").start()

@@ -33,7 +33,7 @@ json_values = st.recursive(
 )
 param_keys = st.sampled_from(["text", "id", "episodes", "type", "outcome", "metrics", "query",
                               "subject", "block", "time", "category", "content", "limit",
-                              "predicate", "object", "valid_from", "at", "strategy", "x"])
+                              "predicate", "object", "valid_from", "at", "strategy", "self", "x"])
 rpc_requests = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "2.0", "2.0", "1.0"]),
      "id": st.integers(0, 10**6),
