@@ -252,6 +252,9 @@ class RetrievalConfig:
         0.2, "Mattar-Daw replay: an episode's score x (1 + this x gain x need), after the rerank")
     auto_coverage_similarity: float = opt(
         0.5, "mode=auto: an active entry at or above this cosine to the query covers it")
+    bm25_max_matches: int = opt(
+        200, "BM25 keeps a query's rarest words while their expected matching episodes (or "
+        "entries) add up to at most this; common words weigh little and every match costs µs")
 
 
 @dataclass(frozen=True)

@@ -66,10 +66,15 @@ def _wire(ctx: Context) -> None:
     from grimoire.health import register_health_metrics
     from grimoire.ingest import count_for_distillation
     from grimoire.mentions import record_episode_mentions
+    from grimoire.retrieval.pipeline_terms import observe_episode_terms
 
     ctx.post_write_hooks.append(count_for_distillation)
+    # Retrieval's write-time work: entity mentions (graph backend), causal hints and
+    # regime-shift auto-links, and the word sample that keeps BM25 selective.
     ctx.post_write_hooks.append(record_episode_mentions)
     ctx.post_write_hooks.append(link_new_episodes)
+    ctx.post_write_hooks.append(observe_episode_terms)
+    # Learning: Reflexion on each action, the distiller on the heartbeat, health metrics.
     ctx.post_write_hooks.append(reflexion_hook)
     ctx.distill_hook = learn.distill
     register_health_metrics()

@@ -62,7 +62,12 @@ _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{40}\b")
 _PAIR = re.compile(r"(?<![A-Za-z0-9])([A-Z][A-Z0-9.]{1,11})/([A-Z][A-Z0-9.]{1,11})(?![A-Za-z0-9])")
 _SYMBOL = re.compile(r"(?<![A-Za-z0-9/])([A-Z][A-Z0-9]{1,10})(?![A-Za-z0-9/])")
 _MAX_QUERY_SYMBOLS = 8
-_MAX_KEYS = 64  # entities reached through the KG that are looked up per query
+_MAX_KEYS = 12  # mentionable entities looked up per query, nearest first
+_FANOUT = 8  # entities expanded per hop of the KG walk
+_MAX_NEIGHBOURS = 256  # one-hop neighbours kept per entity (hubs are cut here)
+_MAX_CACHED_KEYS = 4096
+_KG_CACHE = "mentions.kg_neighbours"
+_MENTIONABLE = ("token:", "pool:", "chain:", "address:")  # what write-time recognition records
 _ENTRY_BATCH = 500
 _EXTRA_KINDS = ("chain", "address")
 
@@ -220,18 +225,54 @@ class GraphItem:
     recorded_at: int
 
 
-def _expand(ctx: Context, keys: Iterable[str], max_hops: int) -> dict[str, int]:
-    """Each key at hop 0 and every entity within ``max_hops`` KG hops at its distance."""
-    reached: dict[str, int] = dict.fromkeys(keys, 0)
-    if max_hops <= 0:
-        return reached
-    for key in list(reached):
+def _neighbours(ctx: Context, key: str) -> tuple[str, ...]:
+    """Mention keys of the entities one KG hop from ``key`` (facts valid now), cached.
+
+    The cache lives until the graph's triple count changes (every assertion
+    of a new or contradicting fact adds a triple); an ``invalidate`` alone
+    shows up when the next fact is asserted. A hub keeps its first
+    ``_MAX_NEIGHBOURS`` (mentionable ones first): past that, "near WETH" no
+    longer narrows anything down.
+    """
+    version = ctx.graph.count()
+    cache: dict[str, Any] | None = ctx.extras.get(_KG_CACHE)
+    if cache is None or cache.get("") != version or len(cache) > _MAX_CACHED_KEYS:
+        cache = ctx.extras[_KG_CACHE] = {"": version}
+    found: tuple[str, ...] | None = cache.get(key)
+    if found is None:
+        reached: set[str] = set()
         for ref in refs_of_key(key):
-            for neighbour in ctx.graph.k_hop_neighbors(ref, max_hops, MAX_BLOCK,
-                                                        direction="both"):
-                other = key_of_ref(neighbour.entity)
-                if neighbour.hops < reached.get(other, max_hops + 1):
-                    reached[other] = neighbour.hops
+            for neighbour in ctx.graph.k_hop_neighbors(ref, 1, MAX_BLOCK, direction="both"):
+                reached.add(key_of_ref(neighbour.entity))
+        reached.discard(key)
+        found = cache[key] = tuple(sorted(reached, key=lambda k: (not _mentionable(k), k))
+                                   )[:_MAX_NEIGHBOURS]
+    return found
+
+
+def _mentionable(key: str) -> bool:
+    return key.startswith(_MENTIONABLE)
+
+
+def _expand(ctx: Context, keys: Iterable[str], max_hops: int) -> dict[str, int]:
+    """Each key at hop 0 and the entities within ``max_hops`` KG hops, nearest first.
+
+    Bounded for hubs: at most ``_FANOUT`` entities are expanded per hop
+    (bridges such as oracles and contracts before tokens, which are reached
+    anyway), so a query costs a few one-hop look-ups however dense the graph.
+    """
+    reached: dict[str, int] = dict.fromkeys(keys, 0)
+    frontier = list(reached)
+    for hop in range(1, max_hops + 1):
+        nxt: list[str] = []
+        for key in frontier[:_FANOUT]:
+            for other in _neighbours(ctx, key):
+                if other not in reached:
+                    reached[other] = hop
+                    nxt.append(other)
+        if not nxt:
+            break
+        frontier = sorted(nxt, key=lambda k: (_mentionable(k), k))
     return reached
 
 
@@ -247,7 +288,8 @@ def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,
         return [], {"entities": []}
     hops = ctx.config.retrieval.graph_hops
     reached = _expand(ctx, keys, hops)
-    nearest = sorted(reached.items(), key=lambda kv: (kv[1], kv[0]))[:_MAX_KEYS]
+    nearest = sorted(((k, h) for k, h in reached.items() if _mentionable(k)),
+                     key=lambda kv: (kv[1], kv[0]))[:_MAX_KEYS]
     best: dict[str, list[Any]] = {}
     for key, hop in nearest:
         for item_id, kind, at in ctx.semantic.mentions_of(key, until=until, limit=2 * limit):

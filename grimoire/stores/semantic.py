@@ -328,6 +328,32 @@ class SemanticStore(SemanticBase):
         with store_errors("entries_after"):
             return mentions.entries_after(self._db.read(), rid, limit)
 
+    def knn_versions(self, vector: npt.ArrayLike, k: int, filters: EntryFilter | None = None,
+                     ) -> list[tuple[str, mentions.Version, float]]:
+        """``knn`` without building the entries: (id, version, cosine), best first.
+
+        For a caller that caches entries: ``version`` equals
+        ``semantic_mentions.version_of(entry)`` while the stored row is unchanged.
+        Rows that changed since the search must be re-checked against
+        ``filters`` by the caller.
+        """
+        query = validate_vector(vector, self.dim, field="vector")
+        filt = filters or EntryFilter()
+        cache = self._cache
+        with store_errors("knn_versions"):
+            conn = self._db.read()
+            if cache is not None and not self._db.in_transaction():
+                hits = cache.knn(query, _k(k), filt)
+            else:
+                hits = entries.knn_vec0(conn, query, _k(k), filt)
+            versions = mentions.entry_versions(conn, (rid for rid, _ in hits))
+        return [(*versions[rid], sim) for rid, sim in hits if rid in versions]
+
+    def get_entries(self, ids: Iterable[str]) -> dict[str, GrimoireEntry]:
+        """Several entries (any status) by id in one statement; missing ids are left out."""
+        with store_errors("get_entries"):
+            return mentions.entries_by_id(self._db.read(), ids)
+
     def entry_vectors(self, ids: Iterable[str]) -> dict[str, npt.NDArray[np.float32]]:
         """Stored vectors of several entries in one statement (missing ids are left out)."""
         with store_errors("entry_vectors"):

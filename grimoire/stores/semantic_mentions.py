@@ -1,9 +1,9 @@
 """SQL for retrieval's side of the semantic store: entity mentions and entry read-outs.
 
 Owns ``entity_mentions`` (migration 2): which episodes and entries name an
-entity key such as ``token:WETH``. Also the three narrow reads/writes over
+entity key such as ``token:WETH``. Also the narrow reads/writes over
 ``grimoire_entries`` that retrieval needs and the entry API does not offer
-cheaply: the stored vectors of a few entries in one statement, entries
+cheaply: a few entries or their stored vectors in one statement, entries
 added after a rowid watermark (to index their mentions), and the
 ``access_count`` bump of a deciding retrieval, which touches that one
 column so neither the FTS5 nor the vec0 triggers fire.
@@ -23,17 +23,23 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.errors import ValidationError
-from grimoire.stores.semantic_codec import vector_from_blob
+from grimoire.records import GrimoireEntry
+from grimoire.stores.semantic_codec import ENTRY_COLUMNS, row_to_entry, vector_from_blob
 
 __all__ = [
     "MAX_ENTITY_CHARS",
+    "VERSION_COLUMNS",
     "MentionRow",
+    "Version",
     "add_mentions",
     "bump_entry_access",
     "entries_after",
+    "entries_by_id",
     "entry_vectors",
+    "entry_versions",
     "max_entry_rid",
     "mentions_of",
+    "version_of",
 ]
 
 MAX_ENTITY_CHARS = 300
@@ -105,6 +111,45 @@ def entries_after(
         "SELECT rid, id, content, created_at FROM grimoire_entries WHERE rid > ? "
         "ORDER BY rid LIMIT ?", (int(rid), int(limit)))
     return [(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+# The columns whose change makes a cached entry stale for ranking (updated_at should move
+# with any change; the ranking inputs are listed too, so a writer that forgets it is caught).
+VERSION_COLUMNS = ("updated_at", "confidence", "quality_score", "strength", "last_accessed_at",
+                   "status", "market_regime", "strategy", "category")
+Version = tuple[object, ...]
+
+
+def entry_versions(conn: apsw.Connection, rids: Iterable[int]) -> dict[int, tuple[str, Version]]:
+    """rid → (id, version) for these rowids: enough to tell a cached entry is current."""
+    wanted = [int(r) for r in rids]
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        f"SELECT rid, id, {', '.join(VERSION_COLUMNS)} FROM grimoire_entries "
+        "WHERE rid IN (SELECT value FROM json_each(?))", (json.dumps(wanted),))
+    return {int(r[0]): (str(r[1]), tuple(r[2:])) for r in rows}
+
+
+def version_of(entry: GrimoireEntry) -> Version:
+    """The same version tuple, from an entry record (enums as their stored values)."""
+    return (entry.updated_at, entry.confidence, entry.quality_score, entry.strength,
+            entry.last_accessed_at, entry.status.value,
+            entry.market_regime.value if entry.market_regime else None, entry.strategy,
+            entry.category.value)
+
+
+def entries_by_id(conn: apsw.Connection, ids: Iterable[str]) -> dict[str, GrimoireEntry]:
+    """Several entries (any status) by id in one statement; missing ids are left out."""
+    wanted = _ids(ids, "ids")
+    if not wanted:
+        return {}
+    columns = ", ".join(ENTRY_COLUMNS)
+    rows = conn.execute(
+        f"SELECT {columns} FROM grimoire_entries WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(wanted),))
+    found = (row_to_entry(row) for row in rows)
+    return {entry.id: entry for entry in found}
 
 
 def entry_vectors(

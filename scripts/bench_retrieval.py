@@ -1,0 +1,300 @@
+"""Benchmark ``retrieve`` end to end against the floor, in-process and over the socket.
+
+    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py            # 10k + 100k
+    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py --big 0    # 10k only
+    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py --profile  # + cProfile
+
+Stores are built with batched writes straight into the stores: 10k episodes,
+2k entries (all active), 10k KG triples and 1k causal edges, then (with --big)
+a second store of 100k episodes. Stored vectors come from the deterministic
+HashEmbedder (fast; the model would take minutes per 10k texts) — the cost of a
+search does not depend on what the vectors mean. The query is embedded with the
+real model, as in production, which is most of the floor.
+
+The floor, measured in the same run on the same queries: the query embedding
+plus a numpy brute-force dot product over every stored vector (episodes and
+entries) with a top-20 selection. Latencies are per call; p50/p95 over --n
+calls after a warm-up; the machine is shared, so compare the ratios.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread, set before numpy loads: on a shared 2-core machine OpenBLAS's default
+# 2 threads made a 10k x 384 float32 mat-vec 16-18 ms instead of 2 ms (both threads spin
+# waiting for each other under load). The same setting applies to the floor and to retrieve.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import random
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from grimoire import Grimoire
+from grimoire.client import Client
+from grimoire.clock import FrozenClock
+from grimoire.config import Config
+from grimoire.embed import FastEmbedEmbedder, HashEmbedder
+from grimoire.ids import new_id
+from grimoire.mentions import index_new_entries, record_episode_mentions
+from grimoire.records import (
+    Category,
+    DecayClass,
+    EntryStatus,
+    Episode,
+    EpisodeType,
+    GrimoireEntry,
+    Outcome,
+    Provenance,
+    Regime,
+)
+from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue
+from grimoire.retrieval.pipeline_writes import drain
+from grimoire.server import Server
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+
+TOKENS = ["WETH", "USDC", "DAI", "WBTC", "LINK", "UNI", "AAVE", "ARB", "OP", "MKR"]
+CHAINS = ["ethereum", "base", "arbitrum", "optimism"]
+TOOLS = ["swap", "rebalance", "bridge", "lend", "repay", "claim"]
+EVENTS = ["gas spiked to {n} gwei", "swap filled with {n} bps slippage",
+          "pool liquidity dropped by {n}%", "oracle update lagged {n} seconds",
+          "bridge transfer took {n} minutes", "funding rate moved to {n} bps",
+          "position health factor fell to 1.{n}", "mempool congestion at block {n}"]
+QUERIES = ["why did my swap revert", "when is gas cheapest", "slippage on WETH/USDC",
+           "is the LINK oracle lagging", "bridge delays to arbitrum", "liquidity dropped in DAI",
+           "health factor warning on AAVE", "should I rebalance now", "funding rate spike",
+           "mempool congestion and failed transactions", "best time to swap WBTC",
+           "what happened after the gas spike", "UNI/WETH pool risk", "claim rewards timing"]
+
+
+def _text(rng: random.Random) -> tuple[str, str, str]:
+    a, b = rng.sample(TOKENS, 2)
+    event = rng.choice(EVENTS).format(n=rng.randint(1, 300))
+    tool = rng.choice(TOOLS)
+    return f"{tool} on {a}/{b}: {event}", f"{a}/{b}", tool
+
+
+def build(root: Path, embedder: FastEmbedEmbedder, episodes: int, entries: int, triples: int,
+          edges: int, seed: int) -> tuple[Grimoire, np.ndarray, FrozenClock, float]:
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    hasher = HashEmbedder(dim=embedder.dim)
+    clock = FrozenClock()
+    t0 = clock.now
+    g = Grimoire.open(root, config=Config(), clock=clock, embedder=embedder)
+    ctx = g.context
+    matrices = []
+    span = 30 * 86_400_000
+    ids: list[str] = []
+    for start in range(0, episodes, 1000):
+        batch = []
+        for i in range(start, min(episodes, start + 1000)):
+            clock.set(t0 + span * i // max(episodes, 1))
+            text, pair, tool = _text(rng)
+            outcome = rng.choice([Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL])
+            batch.append(Episode(
+                id=new_id(clock.now), text=text, type=EpisodeType.ACTION, timestamp=clock.now,
+                outcome=outcome, tool=tool, token_pair=pair, chain=rng.choice(CHAINS),
+                regime=rng.choice(list(Regime)), gain=round(rng.gauss(0, 20), 2)))
+        vectors = hasher.embed([e.text for e in batch])
+        matrices.append(vectors)
+        ids.extend(e.id for e in batch)
+        ctx.writer.call(lambda b=batch, v=vectors: (ctx.episodes.append(b, v),  # type: ignore[misc]
+                                                    record_episode_mentions(ctx, b, v)))
+    ctx.writer.call(ctx.episodes.compact)
+    entry_vectors = []
+    for start in range(0, entries, 500):
+        rows = []
+        for _ in range(start, min(entries, start + 500)):
+            text, _, tool = _text(rng)
+            content = f"When {text.split(': ')[1]}, prefer to {tool} later because costs fall"
+            rows.append(GrimoireEntry(
+                id=new_id(clock.now), category=rng.choice(list(Category)), content=content,
+                confidence=rng.uniform(0.2, 0.9), quality_score=rng.uniform(0.2, 0.9),
+                decay_class=DecayClass.REGIME_CONDITIONAL, provenance=Provenance.SELF_LEARNED,
+                created_at=clock.now - rng.randint(0, span), last_accessed_at=clock.now
+                - rng.randint(0, span), status=EntryStatus.ACTIVE, updated_at=clock.now,
+                market_regime=rng.choice([None, *Regime])))
+        vecs = hasher.embed([r.content for r in rows])
+        entry_vectors.append(vecs)
+
+        def insert(rows: list[GrimoireEntry] = rows, vecs: np.ndarray = vecs) -> None:
+            with ctx.semantic.transaction():
+                for row, vec in zip(rows, vecs, strict=True):
+                    ctx.semantic.insert_entry(row, vec)
+
+        ctx.writer.call(insert)
+    ctx.writer.call(lambda: index_new_entries(ctx))
+    kinds = [EntityKind.TOKEN, EntityKind.POOL, EntityKind.ORACLE, EntityKind.CONTRACT]
+    facts = []
+    for i in range(triples):
+        kind = rng.choice(kinds)
+        ident = rng.choice(TOKENS) if kind is EntityKind.TOKEN else f"{kind.value}-{i % 997}"
+        other = EntityRef(EntityKind.TOKEN, rng.choice(TOKENS)) if i % 2 else EntityRef(
+            rng.choice(kinds), f"x-{rng.randint(0, 996)}")
+        facts.append(Fact(EntityRef(kind, ident), f"custom:rel{i % 50}",
+                          ObjectValue.entity(other), i))
+    for start in range(0, len(facts), 1000):
+        ctx.writer.call(lambda f=facts[start:start + 1000]: ctx.graph.assert_many(f))
+
+    def link() -> None:
+        with ctx.semantic.transaction():
+            for _ in range(edges):
+                a, b = sorted(rng.sample(range(len(ids)), 2))
+                ctx.semantic.upsert_edge(CausalEdge(ids[a], ids[b], EdgeKind.EXPLICIT,
+                                                    rng.uniform(0.3, 1.0), "bench link"))
+
+    if ids and edges:
+        ctx.writer.call(link)
+    clock.set(t0 + span)
+    stored = np.vstack(matrices + entry_vectors) if matrices or entry_vectors else np.zeros(
+        (0, embedder.dim), np.float32)
+    return g, stored, clock, time.perf_counter() - started
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def floor_fn(embedder: FastEmbedEmbedder, stored: np.ndarray) -> Callable[[int], Any]:
+    def run(i: int) -> Any:
+        q = embedder.embed([QUERIES[i % len(QUERIES)]])[0]
+        scores = stored @ q
+        return np.argpartition(-scores, 20)[:20] if len(scores) > 20 else scores
+    return run
+
+
+def params(i: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"query": QUERIES[i % len(QUERIES)], "k": 10}
+    if i % 4 == 3:
+        out["entities"] = [{"kind": "token", "id": TOKENS[i % len(TOKENS)]}]
+    return out
+
+
+def serve(g: Grimoire, path: Path) -> tuple[asyncio.AbstractEventLoop, Server, threading.Thread]:
+    loop = asyncio.new_event_loop()
+    server = Server(g, path)
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(30)
+    return loop, server, thread
+
+
+def interleaved(fns: dict[str, Callable[[int], Any]], n: int, warm: int = 10
+                ) -> dict[str, list[float]]:
+    """Per-call ms of each function, called in turn on the same query (same machine load)."""
+    for i in range(warm):
+        for fn in fns.values():
+            fn(i)
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for i in range(n):
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn(i)
+            out[name].append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbedder, n: int,
+            profile: bool) -> list[tuple[str, str, float, float]]:
+    path = Path(tempfile.mkdtemp()) / "bench.sock"
+    loop, server, thread = serve(g, path)
+    stages: dict[str, list[float]] = {}
+
+    def deciding(i: int) -> None:
+        for stage, ms in g.retrieve(**params(i))["trace"]["ms"].items():
+            stages.setdefault(stage, []).append(ms)
+
+    try:
+        with Client(path) as client:
+            samples = interleaved({
+                "floor: embed + numpy dot": floor_fn(embedder, stored),
+                "  of which query embedding":
+                    lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]),
+                "retrieve in-process (deciding)": deciding,
+                "retrieve in-process (browse)":
+                    lambda i: g.retrieve(**params(i), mode="browse"),
+                "retrieve over the socket (deciding)":
+                    lambda i: client.call("retrieve", params(i)),
+            }, n)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    drain(g.context)
+    if profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for i in range(n):
+            g.retrieve(**params(i))
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+        print(out.getvalue())
+        drain(g.context)
+    rows = [(label, name, *percentiles(values)) for name, values in samples.items()]
+    return rows + [(label, f"  stage: {stage}", *percentiles(values))
+                   for stage, values in stages.items() if stage != "total"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=10_000)
+    parser.add_argument("--entries", type=int, default=2_000)
+    parser.add_argument("--triples", type=int, default=10_000)
+    parser.add_argument("--edges", type=int, default=1_000)
+    parser.add_argument("--big", type=int, default=100_000, help="episodes of the large store "
+                        "(0 = skip)")
+    parser.add_argument("--n", type=int, default=200, help="timed calls per row")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", action="store_true", help="cProfile the in-process runs")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    embedder = FastEmbedEmbedder()
+    rows: list[tuple[str, str, float, float]] = []
+    configs = [(f"{args.episodes // 1000}k ep + {args.entries // 1000}k entries + "
+                f"{args.triples // 1000}k triples", args.episodes, args.entries, args.triples)]
+    if args.big:
+        configs.append((f"{args.big // 1000}k ep + {args.entries // 1000}k entries + "
+                        f"{args.triples // 1000}k triples", args.big, args.entries,
+                        args.triples))
+    for label, episodes, entries, triples in configs:
+        with tempfile.TemporaryDirectory() as tmp:
+            g, stored, _, seconds = build(Path(tmp), embedder, episodes, entries, triples,
+                                          args.edges, args.seed)
+            print(f"built {label} in {seconds:.1f} s")
+            try:
+                rows += measure(label, g, stored, embedder, args.n, args.profile)
+            finally:
+                g.close()
+    floors = {label: p50 for label, what, p50, _ in rows if what.startswith("floor")}
+    print("(stage rows: inside the in-process deciding calls, from the result's trace.ms)")
+    print(f"\n{'store':<42} {'measure':<38} {'p50 ms':>8} {'p95 ms':>8} {'p50/floor':>9}")
+    for label, what, p50, p95 in rows:
+        print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {p50 / floors[label]:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
