@@ -34,7 +34,7 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.records import EpisodeType
 from grimoire.retrieval.auto_link import Event, predecessors
 from grimoire.retrieval.chain import ChainLink, walk_to_root
-from grimoire.retrieval.pipeline_sources import BOOST_KINDS, Node, node
+from grimoire.retrieval.pipeline_records import BOOST_KINDS, Node, node
 from grimoire.retrieval.render import narrative
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 

@@ -29,7 +29,7 @@ nearest entity first. Must not rank beyond that order nor fuse scores.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,26 +254,32 @@ def _mentionable(key: str) -> bool:
     return key.startswith(_MENTIONABLE)
 
 
-def _expand(ctx: Context, keys: Iterable[str], max_hops: int) -> dict[str, int]:
-    """Each key at hop 0 and the entities within ``max_hops`` KG hops, nearest first.
+def _nearest(ctx: Context, keys: Sequence[str], max_hops: int, limit: int
+             ) -> list[tuple[str, int]]:
+    """The ``limit`` mentionable entities nearest to ``keys`` in the KG, with their hops.
 
-    Bounded for hubs: at most ``_FANOUT`` entities are expanded per hop
-    (bridges such as oracles and contracts before tokens, which are reached
-    anyway), so a query costs a few one-hop look-ups however dense the graph.
+    Breadth first, one hop at a time, stopping once ``limit`` are found;
+    within a hop by key. Bounded for hubs: at most ``_FANOUT`` entities are
+    expanded per hop, bridges (oracles, contracts, …: never mentioned
+    themselves) before tokens and pools.
     """
-    reached: dict[str, int] = dict.fromkeys(keys, 0)
-    frontier = list(reached)
+    seen = set(keys)
+    out = [(k, 0) for k in keys if _mentionable(k)][:limit]
+    frontier = list(keys)
     for hop in range(1, max_hops + 1):
-        nxt: list[str] = []
+        if len(out) >= limit or not frontier:
+            break
+        layer: list[str] = []
         for key in frontier[:_FANOUT]:
             for other in _neighbours(ctx, key):
-                if other not in reached:
-                    reached[other] = hop
-                    nxt.append(other)
-        if not nxt:
-            break
-        frontier = sorted(nxt, key=lambda k: (_mentionable(k), k))
-    return reached
+                if other not in seen:
+                    seen.add(other)
+                    layer.append(other)
+        layer.sort()
+        out.extend((k, hop) for k in layer if _mentionable(k))
+        frontier = [k for k in layer if not _mentionable(k)] + [k for k in layer
+                                                                 if _mentionable(k)]
+    return out[:limit]
 
 
 def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,
@@ -286,13 +292,10 @@ def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,
     """
     if not keys or limit <= 0:
         return [], {"entities": []}
-    hops = ctx.config.retrieval.graph_hops
-    reached = _expand(ctx, keys, hops)
-    nearest = sorted(((k, h) for k, h in reached.items() if _mentionable(k)),
-                     key=lambda kv: (kv[1], kv[0]))[:_MAX_KEYS]
+    nearest = _nearest(ctx, keys, ctx.config.retrieval.graph_hops, _MAX_KEYS)
     best: dict[str, list[Any]] = {}
     for key, hop in nearest:
-        for item_id, kind, at in ctx.semantic.mentions_of(key, until=until, limit=2 * limit):
+        for item_id, kind, at in ctx.semantic.mentions_of(key, until=until, limit=limit):
             found = best.get(item_id)
             if found is None:
                 best[item_id] = [kind, hop, 1, at]

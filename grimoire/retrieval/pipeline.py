@@ -59,13 +59,11 @@ from grimoire.retrieval.decide import (
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.pipeline_log import LogJob, log_item, submit_log
 from grimoire.retrieval.pipeline_params import RetrieveRequest, parse_request
+from grimoire.retrieval.pipeline_pool import ancestors, backend_ranks, candidates
+from grimoire.retrieval.pipeline_records import require_event
 from grimoire.retrieval.pipeline_sources import (
     Pool,
-    ancestors,
-    backend_ranks,
-    candidates,
     finish_keyword,
-    require_event,
     start_keyword,
     vector_entries,
     vector_episodes,
