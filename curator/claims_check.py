@@ -34,7 +34,6 @@ curator has the evidence in hand before a long learning window catches up.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ __all__ = [
     "POSITIVE_RATE",
     "CausalCheck",
     "EpisodeWindow",
+    "EventIndex",
     "Verdict",
     "actions_of",
     "check_causal",
@@ -292,19 +292,44 @@ class CausalCheck:
 
     occurrences: int
     followed: int
-    pairs: tuple[tuple[str, str, int], ...]  # (cause id, effect id, lag ms)
+    pairs: tuple[tuple[str, str, int], ...]  # (cause id, effect id, lag ms), oldest first
     verdict: Verdict
 
 
-def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int,
-                 closed_until: int, min_support: int,
-                 max_predictions: int = 1) -> CausalCheck | None:
+@dataclass(frozen=True)
+class EventIndex:
+    """Episodes by (strategy, event name): sorted times and ids, built once per cycle so
+    that each causal link is a few binary searches, not a pass over every episode."""
+
+    events: Mapping[tuple[str | None, str], tuple[npt.NDArray[np.int64], tuple[str, ...]]]
+
+    @classmethod
+    def of(cls, episodes: Sequence[Episode]) -> EventIndex:
+        rows: dict[tuple[str | None, str], list[tuple[int, str]]] = {}
+        for e in episodes:
+            for key in event_keys(e):
+                rows.setdefault((e.strategy, key), []).append((e.timestamp, e.id))
+        events = {}
+        for k, found in rows.items():
+            found.sort()
+            events[k] = (np.array([t for t, _ in found], dtype=np.int64),
+                         tuple(i for _, i in found))
+        return cls(events)
+
+    def get(self, strategy: str | None, key: str) -> tuple[npt.NDArray[np.int64],
+                                                           tuple[str, ...]]:
+        return self.events.get((strategy, key), (np.zeros(0, dtype=np.int64), ()))
+
+
+def check_causal(index: EventIndex, claim: Claim, *, closed_after: int, closed_until: int,
+                 min_support: int, max_predictions: int = 1) -> CausalCheck | None:
     """Count cause A's occurrences whose window ``(t, t + within_ms]`` closed in
     ``(closed_after, closed_until]`` and how many were followed by effect B in it.
 
     Each occurrence is counted in exactly one cycle (the one in which its window
-    closed), so consecutive cycles never count the same evidence twice.
-    ``episodes`` must cover ``(closed_after − within_ms, closed_until]``.
+    closed), so consecutive cycles never count the same evidence twice. The index must
+    cover ``(closed_after − within_ms, closed_until]``; a claim of strategy S is judged
+    on S's episodes, a global one on those without a strategy (as the learner made it).
     None when the claim is not an event link (``{"event", "within_ms"}`` → ``event:B``).
     """
     cause = claim.condition.get("event")
@@ -312,22 +337,19 @@ def check_causal(episodes: Sequence[Episode], claim: Claim, *, closed_after: int
     if (not isinstance(cause, str) or isinstance(within, bool) or not isinstance(within, int)
             or within <= 0 or not claim.target.startswith("event:")):
         return None
-    effect = claim.target.removeprefix("event:")
-    # A claim of strategy S was learnt from S's episodes; a global one from those without one.
-    ordered = sorted((e for e in episodes if e.strategy == claim.strategy),
-                     key=lambda e: (e.timestamp, e.id))
-    effects = [e for e in ordered if effect in event_keys(e)]
-    effect_times = [e.timestamp for e in effects]
-    n = followed = 0
+    cause_times, cause_ids = index.get(claim.strategy, cause)
+    effect_times, effect_ids = index.get(claim.strategy, claim.target.removeprefix("event:"))
+    closes = cause_times + within
+    chosen = np.flatnonzero((closes > closed_after) & (closes <= closed_until))
+    n = int(chosen.size)
     pairs: list[tuple[str, str, int]] = []
-    for e in ordered:
-        if cause not in event_keys(e) or not closed_after < e.timestamp + within <= closed_until:
-            continue
-        n += 1
-        first = bisect.bisect_right(effect_times, e.timestamp)
-        if first < len(effects) and effect_times[first] <= e.timestamp + within:
-            followed += 1
-            pairs.append((e.id, effects[first].id, effect_times[first] - e.timestamp))
+    if n and effect_times.size:
+        first = np.searchsorted(effect_times, cause_times[chosen], side="right")
+        for j, at in zip(chosen.tolist(), first.tolist(), strict=True):
+            if at < effect_times.size and effect_times[at] <= cause_times[j] + within:
+                pairs.append((cause_ids[j], effect_ids[at],
+                              int(effect_times[at] - cause_times[j])))
+    followed = len(pairs)
     observed = followed / n if n else None
     right = None
     if observed is not None and n >= min_support:

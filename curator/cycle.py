@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from curator.cycle_support import STATE_KEY, Cycle, CycleState, load_window
+from curator.cycle_support import STATE_KEY, Cycle, CycleState, entries, load_window
 from curator.phases_evidence import cross_reference_causal, validate_predictions
 from curator.phases_learn import compress, distil
 from curator.phases_lifecycle import compact_episodes, decay, demote_and_prune, review_quarantine
@@ -63,7 +63,8 @@ def publish_playbook(cy: Cycle) -> dict[str, Any]:
 
     counts = playbook_counts(cy.ctx)
     counts["curator_cycles"] = cy.number
-    return write_playbook(cy.ctx, now=cy.now, tick=cy.ctx.tick, counts=counts)
+    return write_playbook(cy.ctx, now=cy.now, tick=cy.ctx.tick, counts=counts,
+                          snapshot=entries(cy))
 
 
 PHASES: tuple[tuple[str, Phase], ...] = (

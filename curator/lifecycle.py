@@ -107,8 +107,12 @@ def prune_exempt(entry: GrimoireEntry) -> bool:
 
 
 def low_confidence_count(entry: GrimoireEntry, eff: float, cfg: CuratorConfig) -> int:
-    """The entry's ``consecutive_low_confidence`` after this cycle."""
-    return entry.consecutive_low_confidence + 1 if eff < cfg.prune_below else 0
+    """The entry's ``consecutive_low_confidence`` after this cycle, counted up to
+    ``prune_cycles`` (where a prunable entry is archived): an exempt entry at the floor
+    would otherwise be rewritten every cycle for ever."""
+    if eff >= cfg.prune_below:
+        return 0
+    return min(entry.consecutive_low_confidence + 1, max(1, cfg.prune_cycles))
 
 
 def prune_reason(entry: GrimoireEntry, low_cycles: int, cfg: CuratorConfig) -> str | None:

@@ -33,16 +33,26 @@ from curator.claims_check import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
     EpisodeWindow,
+    EventIndex,
     Verdict,
     check_causal,
     judge_claim,
     reversal,
 )
-from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all, pending_votes
+from curator.cycle_support import (
+    LIVE,
+    Change,
+    Cycle,
+    admit_recorded,
+    apply_changes,
+    list_all,
+    pending_votes,
+    refresh,
+)
 from curator.lifecycle import is_derived
 from grimoire.context import Context
 from grimoire.decay import net_votes
-from grimoire.knowledge import Proposal, admit
+from grimoire.knowledge import Proposal
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import render_claim
@@ -187,21 +197,19 @@ def _propose_reversals(cy: Cycle, wrong: list[tuple[GrimoireEntry, Claim, Verdic
         return counts
     vectors = cy.ctx.embedder.embed([p.content for _, p in proposals])
     for (old, proposal), vector in zip(proposals, vectors, strict=True):
-        result = cy.ctx.writer.call(functools.partial(admit, cy.ctx, proposal, vector))
+        why = f"the new episodes reverse {old.id}"
+        detail = {"reverses": old.id, "n": proposal.support,
+                  "observed": proposal.claim.effect if proposal.claim else None}
+        result = cy.ctx.writer.call(functools.partial(
+            admit_recorded, cy, proposal, vector, op="reversal", why=why, detail=detail))
+        refresh(cy, [result.get("id")])
         counts["reversals"] += 1
         decision = str(result["decision"])
         counts[f"reversal_{decision}"] = counts.get(f"reversal_{decision}", 0) + 1
-        if result.get("id"):
-            cy.ctx.writer.call(functools.partial(
-                cy.ctx.semantic.add_curator_delta, cycle=cy.number, op="reversal",
-                entry_id=result["id"], before=None,
-                after={"why": f"{decision}: the new episodes reverse {old.id}",
-                       "detail": {"reverses": old.id, "observed": proposal.claim.effect
-                                  if proposal.claim else None, "n": proposal.support}},
-                now=cy.now))
     return counts
 
 
+MAX_EDGES_PER_LINK = 20  # episode pairs written as discovered edges per link and cycle
 _REGIMES = frozenset(r.value for r in Regime)
 _KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
           EntryStatus.QUARANTINED)
@@ -219,15 +227,17 @@ def claim_category(claim: Claim) -> Category:
     return Category.INSIGHT
 
 
-def _upsert_edges(ctx: Context, pairs: tuple[tuple[str, str, int], ...], weight: float,
-                  relationship: str, now: int) -> int:
+_Edge = tuple[str, str, int, float, str]  # cause, effect, lag ms, weight, relationship
+
+
+def _upsert_edges(ctx: Context, edges: list[_Edge], now: int) -> int:
     with ctx.semantic.transaction():
-        for cause, effect, lag in pairs:
+        for cause, effect, lag, weight, relationship in edges:
             old = ctx.semantic.get_edge(cause, effect, EdgeKind.DISCOVERED)
             ctx.semantic.upsert_edge(CausalEdge(
                 cause, effect, EdgeKind.DISCOVERED, weight=weight, relationship=relationship,
                 lag_ms=lag, evidence_count=(old.evidence_count + 1) if old else 1), now=now)
-    return len(pairs)
+    return len(edges)
 
 
 def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
@@ -242,12 +252,14 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         closed_after = cy.window[0].timestamp - 1 if cy.window else cy.now
     lags = [int(e.claim.condition.get("within_ms", 0) or 0) for e in links if e.claim]
     since = closed_after - max(lags, default=0)
-    episodes = cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes, since=since)
+    index = EventIndex.of(cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes,
+                                                 since=since))
     min_support = cy.ctx.config.curator.validate_min_support
     changes: list[Change] = []
+    edges: dict[tuple[str, str], _Edge] = {}
     for link in links:
         assert link.claim is not None
-        check = check_causal(episodes, link.claim, closed_after=closed_after,
+        check = check_causal(index, link.claim, closed_after=closed_after,
                              closed_until=cy.now, min_support=min_support,
                              max_predictions=cy.ctx.config.curator.validate_max_votes)
         if check is None or check.occurrences == 0:
@@ -255,10 +267,12 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         counts["links"] += 1
         counts["occurrences"] += check.occurrences
         counts["followed"] += check.followed
-        if check.pairs:
-            counts["edges"] += cy.ctx.writer.call(functools.partial(
-                _upsert_edges, cy.ctx, check.pairs, round(cy.eff(link), 4), link.content,
-                cy.now))
+        # The most recent pairs (the learner keeps as many per run), written with the rest;
+        # a pair two links share is one edge, counted once.
+        weight = round(cy.eff(link), 4)
+        for c, e, lag in check.pairs[-MAX_EDGES_PER_LINK:]:
+            if (c, e) not in edges:
+                edges[(c, e)] = (c, e, lag, weight, link.content)
         verdict = check.verdict
         why = (f"{check.followed} of {check.occurrences} new occurrences of "
                f"{link.claim.condition.get('event')} were followed by "
@@ -270,6 +284,11 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         counts["right" if verdict.right else "wrong"] += 1
         changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why,
                                    add_support=check.followed))
+    size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
+    rows = list(edges.values())
+    for start in range(0, len(rows), size):
+        counts["edges"] += cy.ctx.writer.call(functools.partial(
+            _upsert_edges, cy.ctx, rows[start:start + size], cy.now))
     apply_changes(cy, changes)
     return counts
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import structlog
 
-from curator.cycle_support import Cycle, window_vectors
+from curator.cycle_support import Cycle, admit_recorded, invalidate, refresh, window_vectors
 from curator.summaries import cluster_episodes, l1_summary
-from grimoire.knowledge import Proposal, admit
+from grimoire.knowledge import Proposal
 from grimoire.records import Category, Episode, EpisodeType, Provenance
 
 __all__ = ["compress", "distil", "learn_module"]
@@ -56,6 +56,8 @@ def distil(cy: Cycle) -> dict[str, Any]:
         return {"skipped": "not available: curator.learn is not installed"}
     strategies = sorted({e.strategy for e in cy.window}, key=lambda s: (s is not None, s or ""))
     totals: dict[str, Any] = {"strategies": len(strategies)}
+    if strategies:
+        invalidate(cy)  # the learners write entries and votes of their own
     for strategy in strategies:
         result = fn(cy.ctx, strategy, cy.now)
         for key, value in result.items():
@@ -108,21 +110,17 @@ def compress(cy: Cycle) -> dict[str, Any]:
         return counts
     embedded = cy.ctx.embedder.embed([p.content for p, _ in proposals])
     for (proposal, member_ids), vector in zip(proposals, embedded, strict=True):
-        result = cy.ctx.writer.call(functools.partial(admit, cy.ctx, proposal, vector))
+        why = (f"{len(member_ids)} coherent episodes in regime "
+               f"{proposal.regime.value if proposal.regime else '?'}")
+        result = cy.ctx.writer.call(functools.partial(
+            admit_recorded, cy, proposal, vector, op="compress", why=why,
+            detail={"episodes": len(member_ids), "confidence": proposal.confidence},
+            consolidate=member_ids))
+        refresh(cy, [result.get("id")])
         counts["proposed"] += 1
         decision = str(result["decision"])
         counts[decision] = counts.get(decision, 0) + 1
         if decision in ("admitted", "merged", "skipped"):
-            cy.ctx.writer.call(functools.partial(cy.ctx.semantic.mark_consolidated, member_ids))
             counts["consolidated"] += len(member_ids)
-        if result.get("id") and decision in ("admitted", "merged"):
-            cy.ctx.writer.call(functools.partial(
-                cy.ctx.semantic.add_curator_delta, cycle=cy.number, op="compress",
-                entry_id=result["id"], before=None,
-                after={"why": f"{decision}: {len(member_ids)} coherent episodes in regime "
-                              f"{proposal.regime.value if proposal.regime else '?'}",
-                       "detail": {"episodes": len(member_ids),
-                                  "confidence": proposal.confidence}},
-                now=cy.now))
     log.debug("curator.compress", cycle=cy.number, **counts)
     return counts

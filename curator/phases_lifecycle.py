@@ -32,7 +32,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all
+from curator.cycle_support import LIVE, Change, Cycle, apply_changes, list_all, refresh
 from curator.lifecycle import (
     demotion_reason,
     is_derived,
@@ -173,6 +173,7 @@ def review_quarantine(cy: Cycle) -> dict[str, Any]:
         counts["released" if action == "release" else "rejected" if action == "reject"
                else "held"] += 1
         ctx.writer.call(functools.partial(_resolve, ctx, record, action, why, cy.number, cy.now))
+        refresh(cy, [held.id])
     return counts
 
 

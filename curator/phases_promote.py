@@ -21,14 +21,30 @@ import dataclasses
 import functools
 from typing import Any
 
-from curator.cycle_support import ALL_STATUSES, LIVE, Change, Cycle, apply_changes, list_all
+import numpy as np
+import numpy.typing as npt
+
+from curator.cycle_support import (
+    ALL_STATUSES,
+    LIVE,
+    Change,
+    Cycle,
+    apply_changes,
+    entries,
+    list_all,
+    refresh,
+)
 from curator.derive import derive_rule
 from curator.lifecycle import LOCAL_PROVENANCE, is_derived, promotion_reason
 from curator.rule_gate import RULE_CATEGORIES, admit_rule
 from grimoire.decay import default_decay_class
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 
-__all__ = ["parameterize", "parent_active_map", "promote", "promotion_change"]
+__all__ = ["TRIED_KEY", "parameterize", "parent_active_map", "promote", "promotion_change"]
+
+#: meta: {insight id: the rule last proposed from it}, so a rule the gate skipped or
+#: rejected is not proposed again every cycle (only once the insight's numbers change).
+TRIED_KEY = "curator_parameterized"
 
 
 def _children(cy: Cycle) -> dict[str, list[GrimoireEntry]]:
@@ -49,31 +65,52 @@ def _refresh(cy: Cycle, child: GrimoireEntry, content: str) -> Change:
                   why="the insight it was derived from was edited: sentence refreshed")
 
 
+def _derive(cy: Cycle, entry: GrimoireEntry, vector: npt.NDArray[np.float32],
+            insight: GrimoireEntry) -> dict[str, Any]:
+    """Writer thread: the rule gate and the audit record, one job."""
+    assert insight.claim is not None
+    result = admit_rule(cy.ctx, entry, vector, support=insight.claim.support, now=cy.now)
+    if result.get("id"):
+        cy.ctx.semantic.add_curator_delta(
+            cycle=cy.number, op="derive", entry_id=result["id"], before=None,
+            after={"why": f"{result['decision']}: {entry.category.value} derived from insight "
+                          f"{insight.id}",
+                   "detail": {"parent": insight.id, "confidence": entry.confidence,
+                              "composite": result.get("composite")}}, now=cy.now)
+    return result
+
+
 def parameterize(cy: Cycle) -> dict[str, Any]:
     """Step 3b: active cost/gain insights → derived heuristics (good window) or warnings."""
     counts: dict[str, Any] = {"insights": 0, "proposed": 0, "heuristics": 0, "warnings": 0,
                               "admitted": 0, "merged": 0, "skipped": 0, "rejected": 0,
-                              "quarantined": 0, "refreshed": 0, "unvalidated": 0}
+                              "quarantined": 0, "refreshed": 0, "unvalidated": 0, "tried": 0}
     insights = [e for e in list_all(cy, (EntryStatus.ACTIVE,), (Category.INSIGHT,))
                 if e.claim is not None and e.claim.target.startswith("metric:")]
-    if not insights:
+    tried: dict[str, str] = dict(cy.ctx.semantic.get_meta(TRIED_KEY, None) or {})
+    if not insights and not tried:
         return counts
     children = _children(cy)
-    refresh: list[Change] = []
+    refreshes: list[Change] = []
     pending: list[tuple[GrimoireEntry, GrimoireEntry]] = []
     for insight in insights:
         rule = derive_rule(insight, cy.ctx.config.distiller)
         if rule is None:
             continue
         counts["insights"] += 1
-        mine = [c for c in children.get(insight.id, []) if is_derived(c)]
+        # Its own rule: derived from it first (a merge may add more parents to a rule).
+        mine = [c for c in children.get(insight.id, [])
+                if is_derived(c) and c.parent_entry_ids[0] == insight.id]
         if mine:
             live = [c for c in mine if c.status is not EntryStatus.ARCHIVED
                     and c.content != rule.content and c.category is rule.category]
-            refresh.extend(_refresh(cy, c, rule.content) for c in live)
+            refreshes.extend(_refresh(cy, c, rule.content) for c in live)
             continue
         if children.get(insight.id):
             continue  # an existing rule already absorbed this insight (a merge)
+        if tried.get(insight.id) == rule.content:
+            counts["tried"] += 1  # the gate skipped or rejected this very rule before
+            continue
         if insight.provenance not in LOCAL_PROVENANCE and insight.validated_count < 1:
             counts["unvalidated"] += 1
             continue
@@ -86,31 +123,30 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
             tags=rule.tags, source=insight.source, strategy=insight.strategy,
             parent_entry_ids=(insight.id,), status=EntryStatus.CANDIDATE, updated_at=cy.now)
         pending.append((insight, entry))
-    counts["refreshed"] = len(apply_changes(cy, refresh))
+    counts["refreshed"] = len(apply_changes(cy, refreshes))
     admitted: list[str] = []
     if pending:
         vectors = cy.ctx.embedder.embed([e.content for _, e in pending])
         for (insight, entry), vector in zip(pending, vectors, strict=True):
             assert insight.claim is not None
             result = cy.ctx.writer.call(functools.partial(
-                admit_rule, cy.ctx, entry, vector, support=insight.claim.support, now=cy.now))
+                _derive, cy, entry, vector, insight))
+            refresh(cy, [result.get("id")])
+            tried[insight.id] = entry.content
             counts["proposed"] += 1
             counts["heuristics" if entry.category is Category.HEURISTIC else "warnings"] += 1
             decision = str(result["decision"])
             counts[decision] = counts.get(decision, 0) + 1
             if decision == "admitted" and result.get("id"):
                 admitted.append(str(result["id"]))
-            if result.get("id"):
-                cy.ctx.writer.call(functools.partial(
-                    cy.ctx.semantic.add_curator_delta, cycle=cy.number, op="derive",
-                    entry_id=result["id"], before=None,
-                    after={"why": f"{decision}: {entry.category.value} derived from insight "
-                                  f"{insight.id}",
-                           "detail": {"parent": insight.id, "confidence": entry.confidence,
-                                      "composite": result.get("composite")}},
-                    now=cy.now))
+    # Remember what was proposed, for the insights that are still active (bounded).
+    active = {i.id for i in insights}
+    kept = {k: v for k, v in sorted(tried.items()) if k in active}
+    if kept != cy.ctx.semantic.get_meta(TRIED_KEY, None):
+        cy.ctx.writer.call(functools.partial(cy.ctx.semantic.set_meta, TRIED_KEY, kept))
     # A rule derived from an active insight is judged for promotion at once (same cycle).
-    fresh = [e for i in admitted if (e := cy.ctx.semantic.get_entry(i)) is not None]
+    known = entries(cy)
+    fresh = [known[i] for i in admitted if i in known]
     changes = [c for e in fresh if (c := promotion_change(cy, e)) is not None]
     counts["promoted"] = len(apply_changes(cy, changes))
     return counts

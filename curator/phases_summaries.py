@@ -43,6 +43,7 @@ from curator.cycle_support import (
     Cycle,
     apply_changes,
     list_all,
+    refresh,
     window_vectors,
 )
 from curator.lifecycle import SUMMARY_TAG
@@ -109,8 +110,9 @@ def _write_all(cy: Cycle, drafts: list[SummaryDraft]) -> int:
         return 0
     vectors = cy.ctx.embedder.embed([d.content for d in drafts])
     for draft, vector in zip(drafts, vectors, strict=True):
-        cy.ctx.writer.call(functools.partial(_write_summary, cy.ctx, draft, vector, cy.number,
-                                             cy.now))
+        made = cy.ctx.writer.call(functools.partial(_write_summary, cy.ctx, draft, vector,
+                                                    cy.number, cy.now))
+        refresh(cy, [made])
     return len(drafts)
 
 

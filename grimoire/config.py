@@ -194,7 +194,7 @@ class CuratorConfig:
         3, "new episodes matching a claim's condition per prediction the cycle judges")
     validate_max_votes: int = opt(
         10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
-    window_episodes: int = opt(5000, "newest unprocessed episodes one cycle reads at most")
+    window_episodes: int = opt(2000, "newest unprocessed episodes one cycle reads at most")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)")
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")
     l1_coherence: float = opt(0.6, "cluster coherence of an L1 session summary")
@@ -202,7 +202,8 @@ class CuratorConfig:
     quarantine_max_cycles: int = opt(
         3, "reviews a quarantined entry waits for its conflict to clear before it is rejected")
     compact_min_fragments: int = opt(
-        16, "the cycle compacts the episodic store when it has at least this many fragments")
+        64, "the cycle compacts the episodic store when it has at least this many fragments (the "
+        "store compacts itself every episodes.compact_every_appends flushes: a backstop)")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,19 +35,29 @@ _TICK = re.compile(r"^tick: (\d+)$", re.MULTILINE)
 _GENERATED = re.compile(r'^generated_at: "([0-9T:\-]+Z)"$', re.MULTILINE)
 
 
-def select_entries(ctx: Context) -> list[GrimoireEntry]:
-    """Active rules, their parent insights / causal links (unless archived), active links."""
+def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = None,
+                   ) -> list[GrimoireEntry]:
+    """Active rules, their parent insights / causal links (unless archived), active links.
+
+    ``snapshot`` (every entry by id, e.g. a curator cycle's) is used instead of reading
+    the store when given."""
     semantic = ctx.semantic
-    rules = semantic.list_entries(EntryFilter(categories=_RULES, statuses=(EntryStatus.ACTIVE,)),
-                                  limit=None)
-    links = semantic.list_entries(EntryFilter(categories=(Category.CAUSAL_LINK,),
-                                              statuses=(EntryStatus.ACTIVE,)), limit=None)
+    if snapshot is None:
+        rules = semantic.list_entries(EntryFilter(categories=_RULES,
+                                                  statuses=(EntryStatus.ACTIVE,)), limit=None)
+        links = semantic.list_entries(EntryFilter(categories=(Category.CAUSAL_LINK,),
+                                                  statuses=(EntryStatus.ACTIVE,)), limit=None)
+    else:
+        active = [e for e in snapshot.values() if e.status is EntryStatus.ACTIVE]
+        rules = [e for e in active if e.category in _RULES]
+        links = [e for e in active if e.category is Category.CAUSAL_LINK]
     chosen = {e.id: e for e in (*rules, *links)}
     for rule in rules:
         for parent_id in rule.parent_entry_ids:
             if parent_id in chosen:
                 continue
-            parent = semantic.get_entry(parent_id)
+            parent = (semantic.get_entry(parent_id) if snapshot is None
+                      else snapshot.get(parent_id))
             if (parent is not None and parent.category in _SUPPORT
                     and parent.status not in (EntryStatus.ARCHIVED, EntryStatus.QUARANTINED)):
                 chosen[parent.id] = parent
@@ -76,9 +87,10 @@ def _shown(entry: GrimoireEntry) -> GrimoireEntry:
     return entry
 
 
-def _compile(ctx: Context, now: int, tick: int,
-             counts: dict[str, int] | None) -> tuple[str, list[GrimoireEntry]]:
-    entries = select_entries(ctx)
+def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
+             snapshot: Mapping[str, GrimoireEntry] | None = None,
+             ) -> tuple[str, list[GrimoireEntry]]:
+    entries = select_entries(ctx, snapshot)
     items = [PlaybookItem(_shown(e), min(1.0, max(0.0, effective_confidence(
         e, now, ctx.config.decay)))) for e in entries]
     text = compile_playbook(items, tick=tick, generated_at=now,
@@ -93,10 +105,10 @@ def render_playbook(ctx: Context, *, now: int, tick: int,
     return _compile(ctx, now, tick, counts)[0]
 
 
-def write_playbook(ctx: Context, *, now: int, tick: int,
-                   counts: dict[str, int] | None = None) -> dict[str, Any]:
+def write_playbook(ctx: Context, *, now: int, tick: int, counts: dict[str, int] | None = None,
+                   snapshot: Mapping[str, GrimoireEntry] | None = None) -> dict[str, Any]:
     """Compile and atomically replace ``config.playbook_path``; returns what was written."""
-    text, entries = _compile(ctx, now, tick, counts)
+    text, entries = _compile(ctx, now, tick, counts, snapshot)
     path = ctx.config.playbook_path
     write_atomic(path, text)
     data = text.encode("utf-8")

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from curator.claims_check import (
     EpisodeWindow,
+    EventIndex,
     check_causal,
     condition_mask,
     event_key,
@@ -175,14 +176,15 @@ def test_check_causal_counts_each_occurrence_once_across_cycles() -> None:
                            _alert(hour(3)), _shift(hour(3) + 9 * m),       # followed
                            _alert(hour(4) - 5 * m))]                       # window still open
     cut = hour(2) + 20 * m
-    first = check_causal(eps, LINK, closed_after=hour(0), closed_until=cut, min_support=1)
-    second = check_causal(eps, LINK, closed_after=cut, closed_until=hour(4), min_support=1)
-    whole = check_causal(eps, LINK, closed_after=hour(0), closed_until=hour(4), min_support=1)
+    index = EventIndex.of(eps)
+    first = check_causal(index, LINK, closed_after=hour(0), closed_until=cut, min_support=1)
+    second = check_causal(index, LINK, closed_after=cut, closed_until=hour(4), min_support=1)
+    whole = check_causal(index, LINK, closed_after=hour(0), closed_until=hour(4), min_support=1)
     assert first is not None and second is not None and whole is not None
     assert (first.occurrences, first.followed) == (2, 1)
     assert (second.occurrences, second.followed) == (1, 1)
     assert (whole.occurrences, whole.followed) == (3, 2)
     assert [p[2] for p in whole.pairs] == [4 * m, 9 * m]
     assert whole.verdict.right is True  # 2/3 is above the (0.85 + 0.1) / 2 midpoint
-    assert check_causal(eps, GAS_CLAIM, closed_after=0, closed_until=hour(5),
+    assert check_causal(index, GAS_CLAIM, closed_after=0, closed_until=hour(5),
                         min_support=1) is None

@@ -215,6 +215,17 @@ def test_active_cost_insight_yields_one_derived_heuristic(
     assert "gas averages 5 gwei" in get(g, rule["id"]).content
 
 
+def test_a_rule_the_gate_skipped_is_not_proposed_every_cycle(g: Grimoire) -> None:
+    put(g, claim=GAS_CLAIM, confidence=0.9)
+    put(g, category=Category.HEURISTIC, decay_class=DecayClass.REGIME_CONDITIONAL,
+        content="When the time is between 02:00 and 04:00 UTC, prefer swap, rebalance or "
+                "bridge because gas averages 6 gwei (vs 24 gwei otherwise; 40 episodes).")
+    first = parameterize(start_cycle(g))
+    assert first["proposed"] == 1 and first["skipped"] == 1
+    again = parameterize(start_cycle(g))
+    assert again["proposed"] == 0 and again["tried"] == 1
+
+
 def test_outside_insights_must_be_validated_before_a_rule_is_derived(g: Grimoire) -> None:
     clade = put(g, claim=GAS_CLAIM, confidence=0.9, provenance=Provenance.CLADE)
     assert parameterize(start_cycle(g))["unvalidated"] == 1
@@ -310,6 +321,11 @@ def test_prune_after_three_low_cycles_keeps_exempt_entries(
     for kept in (warning, structural, blood):
         assert get(g, kept.id).status is EntryStatus.DEMOTED
         assert get(g, kept.id).consecutive_low_confidence == 3
+    # The count stops at 3: an exempt entry at the floor is not rewritten every cycle.
+    clock.advance(MS_PER_HOUR)
+    demote_and_prune(start_cycle(g))
+    assert get(g, warning.id).consecutive_low_confidence == 3
+    assert get(g, warning.id).updated_at < clock.now
     # Archived: still readable by id, gone from lists and from similarity search.
     assert g.entry_get(doomed.id)["status"] == "archived"
     listed = {e["id"] for e in g.entry_list()["entries"]}

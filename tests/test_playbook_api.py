@@ -91,3 +91,5 @@ def test_playbook_get_before_and_after_the_first_cycle(g: Grimoire, clock: Froze
     assert after["generated_at"] == clock.now
     assert after["markdown"] == g.context.config.playbook_path.read_text(encoding="utf-8")
     assert "curator_cycles: 1" in after["markdown"]
+    # The cycle compiles from its own snapshot; the store gives the same bytes.
+    assert render_playbook(g.context, now=clock.now, tick=50) == after["markdown"]

@@ -1,0 +1,116 @@
+"""End to end on the market simulator: the planted regularities reach PLAYBOOK.md, and when
+the world reverses one, the stale rule leaves and the new one enters.
+
+Needs the learning core's wiring (``curator.learn``: the ExpeL distiller and causal
+discovery behind the heartbeat's distill hook and the cycle's distil phase); without it
+there is nothing to learn from and the module is skipped. The hash embedder keeps it
+fast; LanceDB flushes are batched per simulated hour and the distiller runs every 50
+episodes per strategy (both only affect speed). Each test is ~30-40 s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.config import Config
+from grimoire.embed import HashEmbedder
+from grimoire.feeds import SimFeed, load_scenario
+from grimoire.feeds.scenario import SCENARIO_DIR, Scenario, parse_scenario
+
+pytest.importorskip("curator.learn", reason="needs the learning core wiring (curator.learn)")
+pytestmark = pytest.mark.slow
+
+TICK_MS = 180_000  # the scenarios' tick_seconds_hint
+SPEED = {"distiller.every_episodes": 50, "episodes.flush_ms": 3_600_000}
+
+GAS_HEURISTIC = re.compile(r"When the time is between 02:00 and 04:00 UTC, prefer [^—]*swap"
+                           r"[^—]*because gas averages")
+GAS_WARNING = re.compile(r"Avoid [^—]*swap[^—]* when the time is between 02:00 and 04:00 UTC "
+                         r"because gas averages")
+# "Avoid swap when the market regime is high_vol and trading WETH/USDC because negative …"
+SWAP_WARNING = re.compile(r"Avoid swap\b(?=[^—]*high_vol)(?=[^—]*WETH/USDC)[^—]*negative")
+CAUSAL = re.compile(r"clade alert is followed by a regime shift to high vol", re.IGNORECASE)
+
+
+def _rules(markdown: str) -> list[str]:
+    """The rule and supporting-entry lines of PLAYBOOK.md (not the preamble's example)."""
+    return [line for line in markdown.splitlines()
+            if line.startswith("- `") and " · conf " in line]
+
+
+def _listed(markdown: str, pattern: re.Pattern[str], *, kind: str | None = None) -> bool:
+    return any(pattern.search(line) and (kind is None or f"· {kind} ·" in line)
+               for line in _rules(markdown))
+
+
+def _run(path: Path, scenario: Scenario, ticks: int, **config: Any
+         ) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """Drive the heartbeat tick by tick; yield (tick, cycle summary, PLAYBOOK.md) per cycle."""
+    clock = FrozenClock()
+    start = clock.now
+    feed = SimFeed(scenario, 7)
+    with Grimoire.open(path, config=Config().replace(**{**SPEED, **config}), clock=clock,
+                       embedder=HashEmbedder(dim=384)) as g:
+        for tick in range(1, ticks + 1):
+            now = start + tick * TICK_MS
+            clock.set(now)
+            summary = g.tick(now=now, feed_episodes=feed.poll(tick, now))
+            if "curator" in summary:
+                markdown = g.context.config.playbook_path.read_text(encoding="utf-8")
+                assert markdown == g.playbook_get()["markdown"]
+                yield tick, summary["curator"], markdown
+
+
+def test_planted_regularities_stand_in_the_playbook(tmp_path: Path) -> None:
+    """After 1,500 ticks (~3 simulated days) of the default scenario, PLAYBOOK.md holds the
+    cheap-gas window as a heuristic, the losing high_vol swaps as a warning and the whale
+    alert → high_vol lead-lag as a causal link."""
+    cycles = list(_run(tmp_path / "data", load_scenario(None), 1500))
+    assert len(cycles) == 30
+    _, summary, markdown = cycles[-1]
+    assert summary["phases"]["distil"].get("strategies", 0) >= 1
+    assert _listed(markdown, GAS_HEURISTIC), markdown
+    assert _listed(markdown, SWAP_WARNING), markdown
+    assert _listed(markdown, CAUSAL, kind="causal link"), markdown
+    # The front matter counts what is listed.
+    assert re.search(r"^  heuristics: [1-9]", markdown, re.MULTILINE)
+    assert re.search(r"^  warnings: [1-9]", markdown, re.MULTILINE)
+
+
+def _gas_reversed_at(tick: int) -> Scenario:
+    """The reversal scenario with only the cheap-gas window reversing, at ``tick``: the
+    02:00-04:00 window opens at tick 1000 of the simulated clock (480 ticks a day)."""
+    raw = yaml.safe_load((SCENARIO_DIR / "reversal.yaml").read_text(encoding="utf-8"))
+    for regularity in raw["regularities"]:
+        regularity["reverse_at_tick"] = tick if regularity["name"] == "cheap_gas_02_04_utc" \
+            else None
+    return parse_scenario(raw, source="reversal(gas at 1000)")
+
+
+def test_a_reversed_window_replaces_its_heuristic(tmp_path: Path) -> None:
+    """Gas in 02:00-04:00 turns from cheap to dear at tick 1000, as that window opens. The
+    cycle that sees it (tick 1050) judges the cheap-gas claim wrong on 40 episodes: the
+    stale heuristic leaves PLAYBOOK.md within 3 cycles; the dear-window warning enters once
+    the learner's window holds the new world (distiller.window_episodes 500: the learner
+    forgets the old one in ~500 ticks; with its default 2,000 it would take ~2,000)."""
+    seen: dict[int, str] = {}
+    for tick, _, markdown in _run(tmp_path / "data", _gas_reversed_at(1000), 1550,
+                                  **{"distiller.window_episodes": 500}):
+        seen[tick] = markdown
+    assert _listed(seen[1000], GAS_HEURISTIC), seen[1000]
+    first_evidence = 1050  # the first cycle whose episodes include the reversed window
+    gone = [t for t in sorted(seen) if t >= first_evidence and not _listed(seen[t],
+                                                                            GAS_HEURISTIC)]
+    assert gone and gone[0] <= first_evidence + 2 * 50, "stale heuristic outlived 3 cycles"
+    assert all(not _listed(seen[t], GAS_HEURISTIC) for t in seen if t >= gone[0])
+    assert _listed(seen[1550], GAS_WARNING), seen[1550]
+    entered = min(t for t in seen if _listed(seen[t], GAS_WARNING))
+    assert entered > 1000
