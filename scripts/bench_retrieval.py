@@ -238,6 +238,7 @@ def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbe
                     lambda i: g.retrieve(**params(i), mode="browse"),
                 "retrieve over the socket (deciding)":
                     lambda i: client.call("retrieve", params(i)),
+                "  transport: health over the socket": lambda i: client.call("health"),
             }, n)
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
