@@ -29,7 +29,7 @@ nearest entity first. Must not rank beyond that order nor fuse scores.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,8 @@ _FANOUT = 8  # entities expanded per hop of the KG walk
 _MAX_NEIGHBOURS = 256  # one-hop neighbours kept per entity (hubs are cut here)
 _MAX_CACHED_KEYS = 4096
 _KG_CACHE = "mentions.kg_neighbours"
+_MENTION_CACHE = "mentions.newest"
+_MENTION_VERSIONS = "mentions.versions"
 _MENTIONABLE = ("token:", "pool:", "chain:", "address:")  # what write-time recognition records
 _ENTRY_BATCH = 500
 _EXTRA_KINDS = ("chain", "address")
@@ -180,6 +182,13 @@ def query_keys(query: str, entities: Sequence[str]) -> list[str]:
 # --- writes (writer thread) ---------------------------------------------------------------
 
 
+def _changed(ctx: Context, keys: Iterable[str]) -> None:
+    """After a commit: the cached newest mentions of these keys are stale."""
+    versions: dict[str, int] = ctx.extras.setdefault(_MENTION_VERSIONS, {})
+    for key in set(keys):
+        versions[key] = versions.get(key, 0) + 1
+
+
 def _index_entries(ctx: Context) -> int:
     start = int(ctx.semantic.get_meta(ENTRY_WATERMARK, 0))
     rows = ctx.semantic.entries_after(start, _ENTRY_BATCH)
@@ -190,6 +199,7 @@ def _index_entries(ctx: Context) -> int:
     with ctx.semantic.transaction():
         ctx.semantic.add_mentions(mentions)
         ctx.semantic.set_meta(ENTRY_WATERMARK, rows[-1][0])
+    _changed(ctx, (key for key, _, _, _ in mentions))
     ctx.extras[ENTRY_WATERMARK] = rows[-1][0]
     return len(rows)
 
@@ -208,6 +218,7 @@ def record_episode_mentions(ctx: Context, episodes: Sequence[Episode], _: np.nda
             for key in episode_keys(ep)]
     if rows:
         ctx.semantic.add_mentions(rows)
+        _changed(ctx, (key for key, _, _, _ in rows))
     index_new_entries(ctx)
 
 
@@ -282,6 +293,31 @@ def _nearest(ctx: Context, keys: Sequence[str], max_hops: int, limit: int
     return out[:limit]
 
 
+def _mentions(ctx: Context, key: str, until: int | None, limit: int
+              ) -> list[tuple[str, str, int]]:
+    """An entity's newest mentions, cached until a write mentions it again (not under ``at``).
+
+    A per-key version, bumped by the writer after each commit, is read
+    before the query and checked after it, so rows read before a commit
+    that lands meanwhile are never cached.
+    """
+    if until is not None:
+        return ctx.semantic.mentions_of(key, until=until, limit=limit)
+    versions: dict[str, int] = ctx.extras.setdefault(_MENTION_VERSIONS, {})
+    cache: dict[str, tuple[int, int, list[tuple[str, str, int]]]] | None = ctx.extras.get(
+        _MENTION_CACHE)
+    if cache is None or len(cache) > _MAX_CACHED_KEYS:
+        cache = ctx.extras[_MENTION_CACHE] = {}
+    version = versions.get(key, 0)
+    hit = cache.get(key)
+    if hit is not None and hit[0] == version and hit[1] >= limit:
+        return hit[2][:limit]
+    rows = ctx.semantic.mentions_of(key, limit=limit)
+    if versions.get(key, 0) == version:
+        cache[key] = (version, limit, rows)
+    return rows
+
+
 def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,
                 limit: int) -> tuple[list[GraphItem], dict[str, Any]]:
     """Items mentioning the query's entities or their KG neighbourhood, best first.
@@ -295,7 +331,7 @@ def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,
     nearest = _nearest(ctx, keys, ctx.config.retrieval.graph_hops, _MAX_KEYS)
     best: dict[str, list[Any]] = {}
     for key, hop in nearest:
-        for item_id, kind, at in ctx.semantic.mentions_of(key, until=until, limit=limit):
+        for item_id, kind, at in _mentions(ctx, key, until, limit):
             found = best.get(item_id)
             if found is None:
                 best[item_id] = [kind, hop, 1, at]

@@ -13,8 +13,11 @@ real model, as in production, which is most of the floor.
 
 The floor, measured in the same run on the same queries: the query embedding
 plus a numpy brute-force dot product over every stored vector (episodes and
-entries) with a top-20 selection. Latencies are per call; p50/p95 over --n
-calls after a warm-up; the machine is shared, so compare the ratios.
+entries) with a top-20 selection. Each row's ratio is against the floor
+measured interleaved with it (call by call, same queries, same machine load).
+The socket rows talk to a daemon subprocess (this script with --serve) that
+opens the same store, as an agent would. Latencies are per call; p50/p95 over
+--n calls after a warm-up; the machine is shared, so compare the ratios.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import io
 import pstats
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -185,21 +190,33 @@ def params(i: int) -> dict[str, Any]:
     return out
 
 
-def serve(g: Grimoire, path: Path) -> tuple[asyncio.AbstractEventLoop, Server, threading.Thread]:
-    loop = asyncio.new_event_loop()
-    server = Server(g, path)
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
+def serve_forever(root: Path, sock: Path, now: int) -> None:
+    """--serve mode: this process is the daemon: open the store, serve until stdin closes."""
+    clock = FrozenClock(now)
+    with Grimoire.open(root, config=Config(), clock=clock, embedder=FastEmbedEmbedder()) as g:
+        loop = asyncio.new_event_loop()
+        server = Server(g, sock)
         loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        print("ready", flush=True)
+        sys.stdin.read()  # the parent closes our stdin to stop us
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        drain(g.context)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(30)
-    return loop, server, thread
+
+def daemon(root: Path, sock: Path, now: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(root), "--socket", str(sock), "--now",
+         str(now)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"the daemon subprocess did not start: {line!r}")
+    return proc
 
 
 def interleaved(fns: dict[str, Callable[[int], Any]], n: int, warm: int = 10
@@ -219,30 +236,19 @@ def interleaved(fns: dict[str, Callable[[int], Any]], n: int, warm: int = 10
 
 def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbedder, n: int,
             profile: bool) -> list[tuple[str, str, float, float]]:
-    path = Path(tempfile.mkdtemp()) / "bench.sock"
-    loop, server, thread = serve(g, path)
+    """In-process rows (with per-stage timings from the result's trace) beside the floor."""
     stages: dict[str, list[float]] = {}
 
     def deciding(i: int) -> None:
         for stage, ms in g.retrieve(**params(i))["trace"]["ms"].items():
             stages.setdefault(stage, []).append(ms)
 
-    try:
-        with Client(path) as client:
-            samples = interleaved({
-                "floor: embed + numpy dot": floor_fn(embedder, stored),
-                "  of which query embedding":
-                    lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]),
-                "retrieve in-process (deciding)": deciding,
-                "retrieve in-process (browse)":
-                    lambda i: g.retrieve(**params(i), mode="browse"),
-                "retrieve over the socket (deciding)":
-                    lambda i: client.call("retrieve", params(i)),
-            }, n)
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+    samples = interleaved({
+        "floor: embed + numpy dot": floor_fn(embedder, stored),
+        "  of which query embedding": lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]),
+        "retrieve in-process (deciding)": deciding,
+        "retrieve in-process (browse)": lambda i: g.retrieve(**params(i), mode="browse"),
+    }, n)
     drain(g.context)
     if profile:
         prof = cProfile.Profile()
@@ -259,6 +265,26 @@ def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbe
                    for stage, values in stages.items() if stage != "total"]
 
 
+def measure_socket(label: str, root: Path, now: int, stored: np.ndarray,
+                   embedder: FastEmbedEmbedder, n: int) -> list[tuple[str, str, float, float]]:
+    """The socket rows: a daemon subprocess serves the closed store; the floor runs here."""
+    sock = Path(tempfile.mkdtemp()) / "bench.sock"
+    proc = daemon(root, sock, now)
+    try:
+        with Client(sock) as client:
+            samples = interleaved({
+                "floor (beside the socket calls)": floor_fn(embedder, stored),
+                "retrieve over the socket (deciding)": lambda i: client.call("retrieve",
+                                                                             params(i)),
+                "  transport: health over the socket": lambda i: client.call("health"),
+            }, n)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(60)
+    return [(label, name, *percentiles(values)) for name, values in samples.items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=10_000)
@@ -270,7 +296,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="timed calls per row")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process runs")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval for this run (default: Python's 0.005 s)")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+        serve_forever(args.serve, args.socket, args.now)
+        return
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     embedder = FastEmbedEmbedder()
     rows: list[tuple[str, str, float, float]] = []
@@ -282,18 +319,25 @@ def main() -> None:
                         args.triples))
     for label, episodes, entries, triples in configs:
         with tempfile.TemporaryDirectory() as tmp:
-            g, stored, _, seconds = build(Path(tmp), embedder, episodes, entries, triples,
-                                          args.edges, args.seed)
+            g, stored, clock, seconds = build(Path(tmp), embedder, episodes, entries,
+                                              triples, args.edges, args.seed)
             print(f"built {label} in {seconds:.1f} s")
             try:
                 rows += measure(label, g, stored, embedder, args.n, args.profile)
             finally:
                 g.close()
-    floors = {label: p50 for label, what, p50, _ in rows if what.startswith("floor")}
+            rows += measure_socket(label, Path(tmp), clock.now, stored, embedder, args.n)
+    floors: dict[tuple[str, str], float] = {}
+    floor = 0.0
+    for label, what, p50, _ in rows:  # each row against the floor measured beside it
+        if what.startswith("floor"):
+            floor = p50
+        floors[(label, what)] = floor
     print("(stage rows: inside the in-process deciding calls, from the result's trace.ms)")
     print(f"\n{'store':<42} {'measure':<38} {'p50 ms':>8} {'p95 ms':>8} {'p50/floor':>9}")
     for label, what, p50, p95 in rows:
-        print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {p50 / floors[label]:9.2f}")
+        ratio = p50 / floors[(label, what)]
+        print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {ratio:9.2f}")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ def test_items_carry_factors_provenance_and_ref(g: Grimoire, clock: FrozenClock)
             multiplier *= f.get("multiplier", 1.0)
         assert item["score"] == pytest.approx(total * multiplier, abs=1e-5)
     assert [i["rank"] for i in result["items"]] == list(range(1, len(result["items"]) + 1))
+    assert swap["backend_ranks"]["vector"] >= 1
+    assert {"embed", "candidates", "rank", "respond", "total"} <= set(result["trace"]["ms"])
 
 
 def test_kinds_categories_strategy_and_min_confidence(g: Grimoire, clock: FrozenClock) -> None:

@@ -81,3 +81,19 @@ def test_entry_mentions_are_indexed_and_found_by_symbol(tmp_path: Path) -> None:
         assert {warn.id, late.id} <= set(ids(result))
         by_address = g.retrieve(query=f"is {ADDR} safe", mode="browse", kinds=["entry"])
         assert ids(by_address)[0] == warn.id
+
+
+def test_new_mentions_are_seen_by_the_next_query(tmp_path: Path) -> None:
+    """The graph backend caches an entity's newest mentions; a write naming it refreshes them."""
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "d", clock) as g:
+        first = g.episode_write(text="filled", token_pair="WETH/USDC")["id"]
+        query = {"query": "what happened", "mode": "browse",
+                 "entities": [{"kind": "token", "id": "WETH"}]}
+        before = g.retrieve(**query)
+        assert before["trace"]["backends"]["graph.episode"] == 1
+        clock.advance(60_000)
+        second = g.episode_write(text="filled again", token_pair="WETH/DAI")["id"]
+        after = g.retrieve(**query)
+        assert after["trace"]["backends"]["graph.episode"] == 2
+        assert {first, second} <= set(ids(after))

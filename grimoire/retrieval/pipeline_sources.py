@@ -35,6 +35,7 @@ Must not score, fuse or select (``pipeline_pool`` turns the pool into candidates
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -122,7 +123,28 @@ def episode_filter(req: RetrieveRequest) -> EpisodeFilter | None:
 
 
 def entry_ok(entry: GrimoireEntry, req: RetrieveRequest, flt: EntryFilter) -> bool:
-    return flt.matches(entry) and (req.at is None or entry.created_at <= req.at)
+    """``flt.matches(entry)`` plus ``at``; the filter's sets are built once per filter
+    (``EntryFilter.effective_statuses`` rebuilds a tuple per call: ~0.7 ms a query)."""
+    if req.at is not None and entry.created_at > req.at:
+        return False
+    statuses, categories, strategies, regimes = _sets(flt)
+    return (entry.status in statuses
+            and (categories is None or entry.category in categories)
+            and (strategies is None or entry.strategy in strategies)
+            and (regimes is None or entry.market_regime in regimes))
+
+
+_FilterSets = tuple[frozenset[Any], frozenset[Any] | None, frozenset[Any] | None,
+                    frozenset[Any] | None]
+
+
+@functools.lru_cache(maxsize=256)
+def _sets(flt: EntryFilter) -> _FilterSets:
+    def opt(values: tuple[Any, ...] | None) -> frozenset[Any] | None:
+        return None if values is None else frozenset(values)
+
+    return (frozenset(flt.effective_statuses), opt(flt.categories), opt(flt.strategies),
+            opt(flt.regimes))
 
 
 def episode_ok(episode: Episode, req: RetrieveRequest) -> bool:
