@@ -10,6 +10,14 @@ episodes in it, ``max_weight``), so eight clients sending 1,000-episode
 batches do not become one 8,000-text embedding that stalls every other
 mutation; a single job heavier than the cap still runs, alone.
 
+When the previous group had several callers, the writer lingers briefly
+(``linger_fraction`` of that group's run time, at most ``max_linger_s``)
+for more jobs before it starts the next group. Without it, N clients that
+each wait for their ack settle into two alternating groups of N/2 (the
+acked half re-sends just after the other half's group has started),
+halving the embedding batch; measured with 8 clients: 4.0 requests per
+commit without the linger.
+
 Callers block on a ``Future``; a call made from the writer thread itself runs
 inline (a curator phase that writes must not deadlock on its own queue). The
 queue is bounded: a full queue raises ``BusyError`` instead of growing without
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -49,10 +58,15 @@ class _Job:
 
 class Writer:
     def __init__(self, *, max_queue: int = 10_000, max_batch: int = 256, max_weight: int = 256,
+                 linger_fraction: float = 0.1, max_linger_s: float = 0.01,
                  name: str = "grimoire-writer") -> None:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._max_batch = max_batch
         self._max_weight = max_weight
+        self._linger_fraction = linger_fraction
+        self._max_linger_s = max_linger_s
+        self._last_group_jobs = 0
+        self._last_group_s = 0.0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._accepting = True
         self._pending: _Job | None = None  # a job taken while batching that must run next
@@ -130,9 +144,15 @@ class Writer:
     def _run_batch(self, first: _Job) -> None:
         jobs = [first]
         weight = first.weight
+        linger = 0.0
+        if self._last_group_jobs > 1:
+            linger = min(self._max_linger_s, self._linger_fraction * self._last_group_s)
+        deadline = time.monotonic() + linger
         while len(jobs) < self._max_batch and weight < self._max_weight:
             try:
-                nxt = self._queue.get_nowait()
+                remaining = deadline - time.monotonic()
+                nxt = (self._queue.get(timeout=remaining) if remaining > 0
+                       else self._queue.get_nowait())
             except queue.Empty:
                 break
             if (nxt is _STOP or nxt.batch_key != first.batch_key
@@ -143,6 +163,7 @@ class Writer:
             weight += nxt.weight
         live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
         assert first.handler is not None
+        started = time.monotonic()
         try:
             results = first.handler([j.payload for j in live])
             if len(results) != len(live):
@@ -155,6 +176,8 @@ class Writer:
         else:
             for j, result in zip(live, results, strict=True):
                 j.future.set_result(result)
+        self._last_group_jobs = len(live)
+        self._last_group_s = time.monotonic() - started
         self.jobs_done += len(live)
         self.batches_done += 1
 

@@ -10,8 +10,9 @@ p50/p95 with one client and with 8 concurrent clients; sustained episodes/s
 with 8 and 32 clients writing flat out (one episode per request: what the
 writer's group commit turns into batches) and with 8 clients sending
 ``write_batch`` of 32, each beside the raw embedder's batch throughput
-measured in this process in the same run (the ratio is the figure that
-matters on a shared machine); the daemon's RSS after ``--episodes``
+measured in this process just before (wall-clock ratio), and the daemon's
+CPU time per episode beside the bare embedder's CPU time per text (the
+ratio that stays put on a shared, loaded machine); the daemon's RSS after ``--episodes``
 episodes; and the drain time on SIGTERM.
 """
 
@@ -61,16 +62,25 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def raw_throughput(embedder: Embedder, batch: int, seconds: float, seed: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raw_throughput(embedder: Embedder, batch: int, seconds: float, seed: int
+                   ) -> tuple[float, float]:
+    """(texts per wall second, CPU ms per text) of the bare embedder in this process."""
     rng = random.Random(seed)
     texts = [make_text(rng, i) for i in range(batch * 8)]
     embedder.embed(texts[:batch])  # warm
-    done, started = 0, time.perf_counter()
+    done, started, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - started < seconds:
         for start in range(0, len(texts), batch):
             embedder.embed(texts[start:start + batch])
             done += batch
-    return done / (time.perf_counter() - started)
+    cpu_ms = (time.process_time() - cpu0) * 1000 / done
+    return done / (time.perf_counter() - started), cpu_ms
 
 
 def run_clients(sock: Path, clients: int, work: Callable[[Client, int, random.Random], int],
@@ -177,19 +187,22 @@ def main() -> None:
             for label, clients, work in [("8 clients x 1", 8, write_one),
                                          ("32 clients x 1", 32, write_one),
                                          ("8 clients x write_batch(32)", 8, write_batch(32))]:
-                raw = raw_throughput(embedder, batch, min(args.seconds, 5.0), seed=clients)
-                raw8 = raw_throughput(embedder, 8, min(args.seconds, 5.0), seed=clients + 1)
+                raw, raw_cpu = raw_throughput(embedder, batch, min(args.seconds, 5.0),
+                                              seed=clients)
                 with Client(sock) as c:
                     before = c.call("status")["writer"]
+                cpu0 = cpu_seconds(proc.pid)
                 n, took, _ = run_clients(sock, clients, work, args.seconds, None)
+                cpu_ms = (cpu_seconds(proc.pid) - cpu0) * 1000 / max(1, n)
                 with Client(sock) as c:
                     after = c.call("status")["writer"]
                 per_batch = (after["jobs_done"] - before["jobs_done"]) / max(
                     1, after["batches"] - before["batches"])
                 rate = n / took
                 rows.append((f"sustained, {label}", f"{rate:.1f} ep/s",
-                             f"raw embedder {raw:.1f}/s at batch {batch} (x{rate / raw:.2f}), "
-                             f"{raw8:.1f}/s at batch 8; {per_batch:.1f} requests per commit"))
+                             f"x{rate / raw:.2f} of the raw embedder ({raw:.1f}/s at batch "
+                             f"{batch}); CPU {cpu_ms:.1f} ms/ep vs {raw_cpu:.1f} ms/text raw "
+                             f"(x{raw_cpu / cpu_ms:.2f}); {per_batch:.1f} requests/commit"))
 
             with Client(sock) as c:
                 have = c.call("status")["episodes"]["rows"]

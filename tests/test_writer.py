@@ -113,3 +113,36 @@ def test_a_group_is_capped_by_weight_and_keeps_submission_order() -> None:
     # 4+4 fits under 10, the third 4 would not; 30 runs alone; then 1+1.
     assert groups == [[0, 1], [2], [3], [4, 5]]
     assert w.stop()
+
+
+def test_after_a_shared_group_the_writer_lingers_for_stragglers() -> None:
+    """Callers who re-send right after their ack join the next group instead of forming a
+    half-size group of their own (the convoy that halved the embedding batch)."""
+    w = Writer(linger_fraction=1.0, max_linger_s=5.0)
+    groups: list[list[str]] = []
+
+    def handler(payloads: Sequence[str]) -> list[str]:
+        groups.append(list(payloads))
+        if payloads[0].startswith("warm"):
+            threading.Event().wait(0.3)  # a slow group: the next linger may last 0.3 s
+        return list(payloads)
+
+    gate = threading.Event()
+    started = threading.Event()
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()
+    warm = [w._put(_Job(Future(), batch_key="ep", payload=f"warm{i}", handler=handler))
+            for i in range(2)]
+    gate.set()
+    blocker.join()
+    assert [f.result() for f in warm] == ["warm0", "warm1"]
+    results: dict[str, str] = {}
+    first = threading.Thread(target=lambda: results.__setitem__(
+        "a", w.call_batched("ep", "a", handler)))
+    first.start()
+    threading.Event().wait(0.05)  # well inside the linger window
+    assert w.call_batched("ep", "b", handler) == "b"
+    first.join()
+    assert groups[-1] == ["a", "b"]
+    assert w.stop()
