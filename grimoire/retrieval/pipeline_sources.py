@@ -1,4 +1,4 @@
-"""Candidates from the stores: vector, BM25 and graph backends, and causal ancestors.
+"""The retrieval backends: vector, BM25 and graph candidates from the stores.
 
 Each backend returns its top ``retrieval.candidates`` (20) per kind:
 

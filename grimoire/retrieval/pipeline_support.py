@@ -7,8 +7,8 @@
   word with Mehrabian-style PAD values); None when it says nothing usable.
 - Caches kept in ``ctx.extras`` (bounded, per context, safe to drop): entry
   vectors keyed by (id, updated_at) — an entry's vector changes only with
-  its content, which bumps ``updated_at`` — token counts keyed by
-  (id, content), and the learned rerank weights.
+  its content, which bumps ``updated_at`` — token counts keyed by text, and
+  the learned rerank weights.
 
 Must not rank or write to a store.
 """
