@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from curator.causal_discovery import default_event_key
 from grimoire.records import Claim, Episode, EpisodeType, Outcome
 
 __all__ = [
@@ -78,21 +79,10 @@ def actions_of(episode: Episode) -> tuple[str, ...]:
 
 
 def event_key(episode: Episode) -> str | None:
-    """An episode's event type, as causal discovery names the two ends of a causal link.
-
-    Must agree with ``curator.causal_discovery.default_event_key``: observations
-    are ticks (None), actions are ``action:<what>[:<outcome>]``, anything else
-    its episode type.
-    """
-    if episode.type is EpisodeType.OBSERVATION:
-        return None
-    if episode.type is EpisodeType.ACTION:
-        done = actions_of(episode)
-        name = done[0] if done else "action"
-        if episode.outcome in _RATED:
-            return f"action:{name}:{episode.outcome.value}"
-        return f"action:{name}"
-    return episode.type.value
+    """An episode's event type, exactly as causal discovery names the two ends of a link:
+    observations are ticks (None), actions are ``action:<what>[:<outcome>]``, anything
+    else its episode type."""
+    return default_event_key(episode)
 
 
 def event_keys(episode: Episode) -> frozenset[str]:
