@@ -417,4 +417,6 @@ def test_public_surface() -> None:
         # entity mentions and the retrieval pipeline's incremental reads (migration 2)
         "add_mentions", "mentions_of", "max_entry_rid", "entries_after", "entry_vectors",
         "bump_entry_access",
+        # the retrieval pipeline's cached reads: row versions for its entry cache, batch get
+        "knn_versions", "get_entries",
     }
