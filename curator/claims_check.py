@@ -218,10 +218,12 @@ class Verdict:
     target: str
     predictions: int = 0  # how many predictions this verdict counts for (0 when undecided)
     episode_ids: tuple[str, ...] = ()  # the matching episodes (metric / rate claims)
+    reversed: bool = False  # wrong, and the opposite decisively holds (``reversal``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "right": self.right, "n": self.n, "predictions": self.predictions,
+            **({"reversed": True} if self.reversed else {}),
             "observed": None if self.observed is None else round(self.observed, 6),
             "effect": round(self.effect, 6), "baseline": round(self.baseline, 6),
             "target": self.target,

@@ -4,7 +4,9 @@
 ``strategy=None``, the global ones: episodes written without a strategy) and
 the stored claims of that strategy, runs ``curator.distiller.distill`` and
 ``curator.causal_discovery.discover_links``, drops findings that restate
-arithmetic or read hours from less than two days (``learn_filter``),
+arithmetic or read hours from less than two days (``learn_filter``), and
+those on a claim family the curator saw change inside the window
+(``change_points``: a window that mixes two worlds is evidence for neither),
 optionally lets the LLM add claims and judge new causal links
 (``llm_paths``), then applies the operations
 (``learn_apply``): ADD through the admission gate, UPVOTE / DOWNVOTE as
@@ -31,7 +33,9 @@ from typing import Any
 
 import structlog
 
+from curator import change_points
 from curator.causal_discovery import default_event_key, discover_links
+from curator.change_points import without_straddling
 from curator.distiller import distill as run_distiller
 from curator.learn_apply import apply_operations
 from curator.learn_filter import without_leaks
@@ -128,6 +132,9 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
         ops, llm_counts, relationships = paths.refine(ops, episodes, existing, cfg, strategy)
     span = episodes[-1].timestamp - episodes[0].timestamp if episodes else 0
     ops, dropped = without_leaks(ops, cfg, span_ms=span)
+    ops, straddling = without_straddling(ops, change_points.load(ctx),
+                                         episodes[0].timestamp if episodes else None)
+    dropped.extend(straddling)
     for op, reason in dropped:
         log.debug("learn.op.dropped", op=op.op.value, claim=op.claim.key, reason=reason)
     refined = time.perf_counter()

@@ -11,9 +11,15 @@
   taken out of ``pending_votes`` in the same transaction that applies them.
   Confirmations count as validations and a net gain restarts the decay clock
   (SPEC §4); the rest count as contradictions. A claim the new episodes
-  decisively *reverse* (``claims_check.reversal``) is followed by the
-  reversed claim, proposed through the admission gate (quarantined while the
-  old one is still confident, released by the quarantine review once it falls).
+  decisively *reverse* (``claims_check.reversal``: the opposite now holds, on
+  at least twice the support of one prediction) counts as wrong at the full
+  weight of one cycle (``validate_max_votes`` predictions), so it and the rules
+  derived from it leave PLAYBOOK.md at once instead of lingering until days of
+  scattered evidence wear them down. The reversed claim is proposed through the
+  admission gate (quarantined while an old one is still confident, released by
+  the quarantine review once it falls), and the family's change point is
+  recorded (``curator.change_points``) so that no learner votes on it from a
+  window that still holds the old world.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is checked against the occurrences of A whose lag window
   closed since the last cycle. Each followed occurrence adds a ``discovered``
@@ -29,6 +35,7 @@ import dataclasses
 import functools
 from typing import Any
 
+from curator import change_points
 from curator.claims_check import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
@@ -108,7 +115,8 @@ def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> st
     parts = []
     if verdict is not None and verdict.right is not None:
         observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
-        parts.append(f"{verdict.predictions} prediction{'s' * (verdict.predictions != 1)} "
+        parts.append(("reversed, counted as " if verdict.reversed else "") +
+                     f"{verdict.predictions} prediction{'s' * (verdict.predictions != 1)} "
                      f"{'right' if verdict.right else 'wrong'}: observed {observed} over "
                      f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
                      f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
@@ -128,9 +136,9 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     window = EpisodeWindow.of(cy.window)
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
-    min_support = cy.ctx.config.curator.validate_min_support
     decided: dict[str, tuple[Verdict, str | None]] = {}
-    wrong_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
+    flipped: dict[str, Claim] = {}  # claim key -> the claim the new episodes make instead
+    reversed_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
     verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
     for entry in entries if cy.window else ():
         found = _claim_of(entry, by_id)
@@ -138,8 +146,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         claim, via = found
         if claim.key not in verdicts:
-            verdicts[claim.key] = judge_claim(window, claim, min_support,
-                                              cy.ctx.config.curator.validate_max_votes)
+            verdicts[claim.key] = _judge(cy, window, claim, flipped)
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
@@ -149,8 +156,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         counts["right" if verdict.right else "wrong"] += 1
         decided[entry.id] = (verdict, via)
-        if via is None and verdict.right is False:
-            wrong_claims.setdefault(claim.key, (entry, claim, verdict))
+        if via is None and claim.key in flipped:
+            reversed_claims.setdefault(claim.key, (entry, flipped[claim.key], verdict))
     changes: list[Change] = []
     for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
         verdict, via = decided.get(entry_id, (None, None))
@@ -162,27 +169,57 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
             why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
     apply_changes(cy, changes)
-    counts.update(_propose_reversals(cy, list(wrong_claims.values())))
+    reversed_list = list(reversed_claims.values())
+    _record_change_points(cy, reversed_list)
+    counts.update(_propose_reversals(cy, reversed_list))
     return counts
 
 
-def _propose_reversals(cy: Cycle, wrong: list[tuple[GrimoireEntry, Claim, Verdict]],
+def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, flipped: dict[str, Claim],
+           ) -> Verdict | None:
+    """The new episodes' verdict on ``claim``; a decisive reversal (kept in ``flipped``)
+    counts for the most predictions one cycle may count."""
+    cfg = cy.ctx.config
+    max_votes = cfg.curator.validate_max_votes
+    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes)
+    if verdict is None or verdict.right is not False:
+        return verdict
+    opposite = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
+                        min_effect=cfg.distiller.min_effect,
+                        min_rate_gap=cfg.distiller.min_rate_gap)
+    if opposite is None:
+        return verdict
+    flipped[claim.key] = opposite
+    return dataclasses.replace(verdict, predictions=max(verdict.predictions, max_votes),
+                               reversed=True)
+
+
+def _record_change_points(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
+                          ) -> None:
+    """Each reversed claim's family changed at its first matching new episode."""
+    if not reversed_list:
+        return
+    when = {ep.id: ep.timestamp for ep in cy.window}
+    points: dict[str, int] = {}
+    for _, flipped, verdict in reversed_list:
+        times = [when[i] for i in verdict.episode_ids if i in when]
+        points[change_points.family(flipped)] = min(times) if times else cy.now
+    change_points.record(cy.ctx, points)
+
+
+def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
                        ) -> dict[str, int]:
     """Claims the new episodes decisively reversed → the reversed claim, through the gate.
 
-    The gate quarantines it while the old claim is still confident (the firewall);
+    The gate quarantines it while an old claim is still confident (the firewall);
     ``review_quarantine`` releases it once the old one has fallen.
     """
     counts = {"reversals": 0}
-    cfg = cy.ctx.config
     proposals: list[tuple[GrimoireEntry, Proposal]] = []
-    for entry, claim, verdict in wrong:
-        flipped = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
-                           min_effect=cfg.distiller.min_effect,
-                           min_rate_gap=cfg.distiller.min_rate_gap)
-        if flipped is None or cy.ctx.semantic.find_by_claim_key(
+    for entry, flipped, verdict in reversed_list:
+        if cy.ctx.semantic.find_by_claim_key(
                 flipped.key, EntryFilter(statuses=_KNOWN)) is not None:
-            continue  # not decisive, or already known (the learner or an earlier cycle)
+            continue  # already known (the learner or an earlier cycle)
         category = claim_category(flipped)
         content = (render_claim(flipped, category, "") or
                    render_claim(flipped, Category.INSIGHT, "") or flipped.key)

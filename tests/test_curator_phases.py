@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from curator import change_points
 from curator.cycle import run_cycle
 from curator.cycle_support import apply_changes, pending_votes
 from curator.phases_evidence import validate_predictions, vote_change
 from curator.phases_learn import compress
-from curator.phases_lifecycle import decay, demote_and_prune, review_quarantine
+from curator.phases_lifecycle import decay, demote_and_prune
 from curator.phases_promote import parameterize, promote
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
@@ -121,33 +122,59 @@ def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
     assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
 
 
-def test_a_decisive_reversal_proposes_the_reversed_claim(g: Grimoire, clock: FrozenClock) -> None:
-    """Cheap gas at 02-04 turns dear: the old insight takes the wrong predictions and the
-    reversed claim goes through the gate, quarantined while the old one is still confident,
-    then released by the quarantine review once it has fallen."""
+def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Cheap gas at 02-04 turns dear on 6 episodes: the opposite decisively holds, so the
+    old insight takes the full weight of one cycle (10 wrong predictions, to the floor) and
+    its derived rule follows it out; the reversed claim goes through the gate, and the
+    family's change point is recorded at the first dear episode for the learners."""
     old = put(g, claim=GAS_CLAIM, confidence=0.99)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.9,
+                parent_entry_ids=(old.id,), content="When 02-04, prefer swap",
+                status=EntryStatus.ACTIVE)
     write(g, [gas_obs(hour(2) + i * 60_000, 42.0) for i in range(6)])
     clock.set(hour(5))
     cy = start_cycle(g)
     counts = validate_predictions(cy)
+    assert counts["wrong"] == 2 and counts["reversals"] == 1
+    assert counts.get("reversal_admitted") == 1
+    after = get(g, old.id)
+    assert after.confidence == pytest.approx(0.05) and after.contradicted_count == 10
+    assert get(g, child.id).confidence == pytest.approx(0.05)
+    assert demote_and_prune(cy)["demoted"] >= 1
+    assert get(g, child.id).status is EntryStatus.DEMOTED
+    (new,) = [e for e in g.context.semantic.list_entries(limit=None)
+              if e.claim is not None and e.claim.direction == "higher"]
+    assert new.claim is not None and new.claim.effect == 42.0
+    assert len(new.parent_episode_ids) == 6 and new.status is EntryStatus.CANDIDATE
+    assert new.content == ("When the hour is 02:00–04:00 UTC, gas averages 42 gwei (vs 24 "
+                           "gwei otherwise; 6 episodes).")
+    assert deltas(g, new.id) == ["reversal"]
+    (audit,) = [d for d in g.context.semantic.list_curator_deltas(entry_id=old.id)
+                if d.op == "validate"]
+    assert audit.after is not None
+    assert audit.after["why"].startswith("reversed, counted as 10 predictions wrong")
+    assert audit.after["detail"]["reversed"] is True
+    assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY) == {
+        change_points.family(GAS_CLAIM): hour(2)}
     finish_cycle(cy)
-    assert counts["wrong"] == 1 and counts["reversals"] == 1
-    assert get(g, old.id).confidence == pytest.approx(0.79)  # 2 predictions wrong
-    assert counts.get("reversal_quarantined") == 1
-    held = g.context.semantic.list_quarantine()[0].entry
-    assert held.claim is not None and held.claim.direction == "higher"
-    assert held.claim.effect == 42.0 and len(held.parent_episode_ids) == 6
-    assert held.content == ("When the hour is 02:00–04:00 UTC, gas averages 42 gwei (vs 24 "
-                            "gwei otherwise; 6 episodes).")
-    assert deltas(g, held.id) == ["reversal"]
     # Not proposed twice while it is known.
     write(g, [gas_obs(hour(2, day=1) + i * 60_000, 42.0) for i in range(6)])
     clock.set(hour(5, day=1))
-    cy = start_cycle(g)
-    assert validate_predictions(cy)["reversals"] == 0
-    assert get(g, old.id).confidence < 0.7
-    assert review_quarantine(cy)["released"] == 1
-    assert get(g, held.id).status is EntryStatus.CANDIDATE
+    assert validate_predictions(start_cycle(g))["reversals"] == 0
+
+
+def test_a_wrong_but_indecisive_verdict_records_no_change_point(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Gas at 20 gwei in the cheap window: wrong (past the midpoint) but not past the
+    baseline of 24, so no reversal: one wrong prediction per 3 episodes, nothing else."""
+    old = put(g, claim=GAS_CLAIM, confidence=0.9)
+    write(g, [gas_obs(hour(2) + i * 60_000, 20.0) for i in range(6)])
+    clock.set(hour(5))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["wrong"] == 1 and counts["reversals"] == 0
+    assert get(g, old.id).confidence == pytest.approx(0.7)
+    assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY, None) is None
 
 
 # --- 2. compress -------------------------------------------------------------------------

@@ -86,31 +86,38 @@ def test_planted_regularities_stand_in_the_playbook(tmp_path: Path) -> None:
 
 
 def _gas_reversed_at(tick: int) -> Scenario:
-    """The reversal scenario with only the cheap-gas window reversing, at ``tick``: the
-    02:00-04:00 window opens at tick 1000 of the simulated clock (480 ticks a day)."""
+    """The reversal scenario with only the cheap-gas window reversing, at ``tick``. The
+    simulated clock starts at midnight with 480 ticks a day, so the 02:00-04:00 window
+    opens at ticks 40, 520, 1000, 1480, ..."""
     raw = yaml.safe_load((SCENARIO_DIR / "reversal.yaml").read_text(encoding="utf-8"))
     for regularity in raw["regularities"]:
         regularity["reverse_at_tick"] = tick if regularity["name"] == "cheap_gas_02_04_utc" \
             else None
-    return parse_scenario(raw, source="reversal(gas at 1000)")
+    return parse_scenario(raw, source=f"reversal(gas at {tick})")
+
+
+REVERSE_AT = 1480  # the fourth window opens: the third (ticks 1000-1040) made the rule
 
 
 def test_a_reversed_window_replaces_its_heuristic(tmp_path: Path) -> None:
-    """Gas in 02:00-04:00 turns from cheap to dear at tick 1000, as that window opens. The
-    cycle that sees it (tick 1050) judges the cheap-gas claim wrong on 40 episodes: the
-    stale heuristic leaves PLAYBOOK.md within 3 cycles; the dear-window warning enters once
-    the learner's window holds the new world (distiller.window_episodes 500: the learner
-    forgets the old one in ~500 ticks; with its default 2,000 it would take ~2,000)."""
+    """Gas in 02:00-04:00 turns from cheap to dear as the fourth window opens. An
+    hour-of-day rule needs two days of episodes, so the cheap-gas heuristic stands from the
+    cycle after the third window. The cycle that sees the dear window (tick 1500) finds the
+    cheap claim decisively reversed: the stale heuristic leaves PLAYBOOK.md within 3
+    cycles and never comes back (the learners, whose windows still hold the cheap days,
+    hold their votes on it), and the dear-window warning enters and stays, with the
+    distiller's default settings."""
     seen: dict[int, str] = {}
-    for tick, _, markdown in _run(tmp_path / "data", _gas_reversed_at(1000), 1550,
-                                  **{"distiller.window_episodes": 500}):
+    for tick, _, markdown in _run(tmp_path / "data", _gas_reversed_at(REVERSE_AT), 1700):
         seen[tick] = markdown
-    assert _listed(seen[1000], GAS_HEURISTIC), seen[1000]
-    first_evidence = 1050  # the first cycle whose episodes include the reversed window
+    before = [t for t in sorted(seen) if t < REVERSE_AT]
+    assert _listed(seen[before[-1]], GAS_HEURISTIC), seen[before[-1]]
+    first_evidence = 1500  # the first cycle whose episodes include the reversed window
     gone = [t for t in sorted(seen) if t >= first_evidence and not _listed(seen[t],
                                                                             GAS_HEURISTIC)]
     assert gone and gone[0] <= first_evidence + 2 * 50, "stale heuristic outlived 3 cycles"
     assert all(not _listed(seen[t], GAS_HEURISTIC) for t in seen if t >= gone[0])
-    assert _listed(seen[1550], GAS_WARNING), seen[1550]
+    assert not any(_listed(seen[t], GAS_WARNING) for t in before)
     entered = min(t for t in seen if _listed(seen[t], GAS_WARNING))
-    assert entered > 1000
+    assert first_evidence <= entered <= first_evidence + 2 * 50, entered
+    assert all(_listed(seen[t], GAS_WARNING) for t in seen if t >= entered)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from curator import learn
+from curator import change_points, learn
 from curator.learn import distill, existing_claims, strategy_window
 from curator.learn_reflexion import reflexion_hook
 from curator.learn_votes import VOTES_KEY
@@ -104,6 +105,38 @@ def test_reversed_evidence_is_a_pending_downvote(g: Grimoire) -> None:
     assert summary["ops"]["DOWNVOTE"] >= 1
     assert g.context.semantic.get_meta(VOTES_KEY)[entry.id]["down"] >= 1
     assert stored(g, entry.id).confidence == pytest.approx(0.5)
+
+
+def test_a_change_point_inside_the_window_silences_that_claim_family(g: Grimoire) -> None:
+    """Once the curator has seen the world change under a claim, a learner whose window
+    still starts before that change votes neither way on the claim's family (a mixed
+    window is evidence for neither world); a change before the window does not silence it."""
+    write(g, gas_observations(2))
+    distill(g.context, None, NOW)
+    (entry,) = gas_entry(g)
+    assert entry.claim is not None
+    family = change_points.family(entry.claim)
+    start = strategy_window(g.context, None, g.context.config.distiller.window_episodes)[0]
+    change_points.record(g.context, {family: start.timestamp - 1})
+    distill(g.context, None, NOW)
+    assert g.context.semantic.get_meta(VOTES_KEY)[entry.id] == {"up": 1, "down": 0}
+    change_points.record(g.context, {family: start.timestamp + MS_PER_DAY})
+    summary = distill(g.context, None, NOW)
+    assert summary["dropped"] >= 1 and summary["ops"]["UPVOTE"] == 0
+    assert g.context.semantic.get_meta(VOTES_KEY)[entry.id] == {"up": 1, "down": 0}
+
+
+def test_claim_families_ignore_bounds_and_direction_but_not_target_or_strategy() -> None:
+    base = Claim(condition={"hour_window": [2, 4]}, target="metric:gas_gwei",
+                 direction="lower", effect=6.0, baseline=24.0, support=40)
+    same = [dataclasses.replace(base, condition={"hour_window": [1, 4]}),
+            dataclasses.replace(base, direction="higher", effect=42.0)]
+    other = [dataclasses.replace(base, target="metric:slippage_bps"),
+             dataclasses.replace(base, strategy="eth-dca"),
+             dataclasses.replace(base, condition={"hour_window": [2, 4], "regime": "bull"})]
+    assert {change_points.family(c) for c in same} == {change_points.family(base)}
+    assert change_points.family(base) not in {change_points.family(c) for c in other}
+    assert len({change_points.family(c) for c in other}) == 3
 
 
 def test_hour_windows_wait_for_two_days_of_episodes(g: Grimoire) -> None:
