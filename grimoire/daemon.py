@@ -223,7 +223,8 @@ class Daemon:
                 feed.close()
             raise
         if "curator" in summary:
-            log.info("heartbeat.curator", tick=summary["tick"], **summary["curator"])
+            # The cycle's summary carries the tick it ran at; it is the heartbeat's tick.
+            log.info("heartbeat.curator", **{**summary["curator"], "tick": summary["tick"]})
         return summary
 
     async def _heartbeat(self) -> None:

@@ -260,6 +260,26 @@ def test_daemon_step_runs_due_ticks_and_skips_after_a_stalled_one(g: Grimoire) -
     assert g.status()["daemon"]["ticks_skipped"] == 5
 
 
+def test_a_curator_tick_in_the_daemon_succeeds_and_is_logged(
+        tmp_path: Path, clock: FrozenClock) -> None:
+    """The daemon's tick that runs the real curator cycle logs it once and does not fail
+    (the cycle's summary names its tick too: logging both once broke every 50th tick)."""
+    mono = FakeMonotonic()
+    with open_g(tmp_path, clock) as g:
+        config = g.context.config.replace(**{"daemon.tick_seconds": 1,
+                                             "curator.every_ticks": 1})
+        g.context.config = config  # the heartbeat reads the schedule from the context
+        d = Daemon(g, NoneFeed(), config, monotonic=mono)
+        mono.now = 1001.0
+        with structlog.testing.capture_logs() as logs:
+            summary = d.step()
+        assert summary is not None and "curator" in summary
+        assert d.ticks_failed == 0
+        (event,) = [e for e in logs if e["event"] == "heartbeat.curator"]
+        assert event["tick"] == summary["tick"] == 1 and event["cycle"] == 1
+        assert g.context.config.playbook_path.exists()
+
+
 def test_a_failing_tick_still_advances_the_schedule(g: Grimoire) -> None:
     mono = FakeMonotonic()
 
