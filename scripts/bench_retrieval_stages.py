@@ -24,7 +24,7 @@ from grimoire.retrieval import (
     backward_bfs,
     fit,
     mmr_select,
-    normalise,
+    normalise_anchored,
     rrf_from_candidates,
     score_all,
 )
@@ -77,7 +77,13 @@ def main() -> None:
     cfg = RetrievalConfig()
     candidates, ancestors = build(args.candidates, args.dim, args.ancestors, args.seed)
     mood = PAD(-0.3, 0.6, -0.2)
-    norm = normalise(rrf_from_candidates(candidates, cfg.rrf_k))
+    ids = [c.id for c in candidates]
+
+    def fuse() -> dict[str, float]:  # what the pipeline runs (fusion.normalise_anchored)
+        return normalise_anchored(rrf_from_candidates(candidates, cfg.rrf_k), ids, cfg.rrf_k,
+                                  cfg.candidates)
+
+    norm = fuse()
     scores, factors = score_all(candidates, norm, NOW, "bull", cfg.weights, mood, cfg)
     boosted, _ = apply_causal_boost(scores, candidates, ancestors, cfg, factors)
     corpus = np.random.default_rng(1).normal(size=(2000, args.dim)).astype(np.float32)
@@ -90,7 +96,7 @@ def main() -> None:
         return mmr_select(candidates, s, cfg.mmr_lambda, cfg.mmr_top, cfg.mmr_duplicate)
 
     rows = [
-        ("rrf + normalise", lambda: normalise(rrf_from_candidates(candidates, cfg.rrf_k))),
+        ("rrf + normalise", fuse),
         ("rerank (score_all, mood)",
          lambda: score_all(candidates, norm, NOW, "bull", cfg.weights, mood, cfg)),
         ("causal boost (apply)",

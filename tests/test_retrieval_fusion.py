@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grimoire.errors import ValidationError
-from grimoire.retrieval.fusion import normalise, ranked, rrf, rrf_from_candidates
+from grimoire.retrieval.fusion import (
+    normalise,
+    normalise_anchored,
+    ranked,
+    rrf,
+    rrf_from_candidates,
+    rrf_from_ranks,
+)
 from tests.retrieval_support import make_candidate
 
 IDS = st.sampled_from([f"d{i}" for i in range(12)])
@@ -92,6 +99,7 @@ def test_rrf_from_candidate_ranks_matches_lists(lists: dict[str, list[str]]) -> 
     assert from_lists.keys() == from_ranks.keys()
     for item in from_lists:
         assert math.isclose(from_lists[item], from_ranks[item], rel_tol=1e-12)
+    assert rrf_from_ranks(ranks) == from_ranks  # what the pipeline calls
 
 
 def test_candidate_without_ranks_fuses_to_zero() -> None:
@@ -109,3 +117,21 @@ def test_normalise_equal_scores_are_all_one() -> None:
     assert normalise({"a": 0.02, "b": 0.02}) == {"a": 1.0, "b": 1.0}
     assert normalise({"a": 0.0}) == {"a": 0.0}
     assert normalise({}) == {}
+
+
+def test_anchored_normalisation_keeps_a_full_pool_and_small_near_ties() -> None:
+    """The pipeline's normalisation: a full pool (a last-place item present) spreads over
+    [0, 1] exactly like min-max; in a small pool two items one rank apart stay close
+    instead of becoming 1 and 0; unranked ids get 0."""
+    k, depth = 60, 20
+    full = rrf({"vector": [f"i{n}" for n in range(depth)]}, k)
+    anchored = normalise_anchored(full, full, k, depth)
+    assert anchored == pytest.approx(normalise(full))
+    small = rrf({"vector": ["a", "b"]}, k)
+    near = normalise_anchored(small, [*small, "ancestor"], k, depth)
+    assert near["a"] == 1.0 and 0.9 < near["b"] < 1.0 and near["ancestor"] == 0.0
+    assert normalise(small) == {"a": 1.0, "b": 0.0}  # what plain min-max would do
+    last = {"x": 1 / (k + depth), "y": 1 / (k + depth)}
+    assert normalise_anchored(last, [*last, "z"], k, depth) == {"x": 1.0, "y": 1.0, "z": 0.0}
+    with pytest.raises(ValidationError, match="rrf_k"):
+        normalise_anchored(small, small, -1, depth)

@@ -12,9 +12,11 @@ EXPECTED = {
     "Fitted", "HedgeWeights", "Kind", "RetrievalDecision", "RetrievalMode", "Vector",
     "apply_causal_boost", "backward_bfs", "context_block", "contrarian_due", "contrarian_pick",
     "curiosity_from_similarity", "effective_weights", "factor_values", "fit", "format_time",
-    "from_entry", "from_episode", "mmr_select", "narrative", "normalise", "pad_affinity",
+    "from_entry", "from_episode", "mmr_select", "narrative", "normalise", "normalise_anchored",
+    "pad_affinity",
     "predecessors", "ranked", "recency", "regime_match", "replay_rank", "replay_utility", "rrf",
-    "rrf_from_candidates", "score", "score_all", "should_retrieve", "truncate", "unit_vector",
+    "rrf_from_candidates", "rrf_from_ranks", "score", "score_all", "should_retrieve", "truncate",
+    "unit_vector",
     "valence", "walk_to_root", "with_vectors",
 }
 

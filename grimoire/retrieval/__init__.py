@@ -1,6 +1,6 @@
 """The retrieval pipeline's stages as small pure functions (SPEC §9, §11).
 
-    candidates ─▶ fusion.rrf ─▶ fusion.normalise ─▶ rerank.score_all
+    candidates ─▶ fusion.rrf_from_ranks ─▶ fusion.normalise_anchored ─▶ rerank.score_all
       ─▶ causal_boost.apply (ancestors from causal_boost.backward_bfs)
       ─▶ mmr.select ─▶ budget.fit ─▶ render.context_block
 
@@ -39,7 +39,14 @@ from grimoire.retrieval.decide import (
     should_retrieve,
     valence,
 )
-from grimoire.retrieval.fusion import normalise, ranked, rrf, rrf_from_candidates
+from grimoire.retrieval.fusion import (
+    normalise,
+    normalise_anchored,
+    ranked,
+    rrf,
+    rrf_from_candidates,
+    rrf_from_ranks,
+)
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, format_time, narrative
 from grimoire.retrieval.rerank import (
@@ -83,6 +90,7 @@ __all__ = [
     "mmr_select",
     "narrative",
     "normalise",
+    "normalise_anchored",
     "pad_affinity",
     "predecessors",
     "ranked",
@@ -92,6 +100,7 @@ __all__ = [
     "replay_utility",
     "rrf",
     "rrf_from_candidates",
+    "rrf_from_ranks",
     "score",
     "score_all",
     "should_retrieve",

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from grimoire.errors import ValidationError
 from grimoire.retrieval.candidates import Candidate
 
-__all__ = ["normalise", "ranked", "rrf", "rrf_from_candidates"]
+__all__ = ["normalise", "normalise_anchored", "ranked", "rrf", "rrf_from_candidates",
+           "rrf_from_ranks"]
 
 
 def _check_k(k: int) -> None:
@@ -40,18 +41,24 @@ def rrf(ranked_lists: Mapping[str, Sequence[str]], k: int = 60) -> dict[str, flo
     return scores
 
 
+def rrf_from_ranks(ranks: Mapping[str, Mapping[str, int]], k: int = 60) -> dict[str, float]:
+    """RRF from each id's ``{backend: 1-based rank}`` (the same sum as :func:`rrf`); the
+    retrieval pipeline fuses this way, from the ranks it reads off the pool's lists."""
+    _check_k(k)
+    return {item: sum(1.0 / (k + rank) for rank in by_backend.values())
+            for item, by_backend in ranks.items()}
+
+
 def rrf_from_candidates(candidates: Iterable[Candidate], k: int = 60) -> dict[str, float]:
     """RRF straight from each candidate's ``ranks`` (the same sum as :func:`rrf`).
 
     A candidate without ranks (added by the caller, e.g. a causal ancestor)
     scores 0. A repeated id keeps its first candidate's ranks.
     """
-    _check_k(k)
-    scores: dict[str, float] = {}
+    first: dict[str, Mapping[str, int]] = {}
     for candidate in candidates:
-        if candidate.id not in scores:
-            scores[candidate.id] = sum(1.0 / (k + rank) for rank in candidate.ranks.values())
-    return scores
+        first.setdefault(candidate.id, candidate.ranks)
+    return rrf_from_ranks(first, k)
 
 
 def normalise(scores: Mapping[str, float]) -> dict[str, float]:
@@ -79,6 +86,26 @@ def normalise(scores: Mapping[str, float]) -> dict[str, float]:
         else:
             out[item] = (value - low) / span
     return out
+
+
+def normalise_anchored(scores: Mapping[str, float], ids: Iterable[str], k: int, depth: int,
+                       ) -> dict[str, float]:
+    """Fused scores of ``ids`` in [0, 1]: min-max with the minimum anchored at one
+    backend's last place, ``1 / (k + depth)``; the retrieval pipeline's normalisation.
+
+    :func:`normalise` takes the pool's own minimum, which for a small pool turns a
+    one-rank difference between equally similar items into 1 vs 0 (30 % of the rerank
+    score). The anchor keeps the spread of a full pool (whose minimum is that anyway)
+    and leaves near-ties near-tied in a small one. Ids without a score get 0; when
+    every ranked id is at (or past) last place they are all equally relevant (1.0).
+    """
+    _check_k(k)
+    floor = 1.0 / (k + depth)
+    values = {item: scores.get(item, 0.0) for item in ids}
+    top = max(values.values(), default=0.0) - floor
+    if top <= 0.0:
+        return {item: 1.0 if value > 0.0 else 0.0 for item, value in values.items()}
+    return {item: max(0.0, value - floor) / top for item, value in values.items()}
 
 
 def ranked(scores: Mapping[str, float]) -> list[str]:

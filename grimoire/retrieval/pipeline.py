@@ -29,7 +29,7 @@ after each ``contrarian_every_ticks`` boundary of ``ctx.tick`` forces in the
 best pooled item of opposite valence (as the last item).
 
 Relevance for the rerank is the fused RRF score min-max normalised with the
-minimum anchored at one backend's last place (see ``_rrf_norm``), so a
+minimum anchored at one backend's last place (``fusion.normalise_anchored``), so a
 small pool does not turn a one-rank difference into 0 vs 1.
 
 Reads run on the caller's thread (the keyword and graph backends in a small
@@ -68,6 +68,7 @@ from grimoire.retrieval.decide import (
     replay_rank,
     should_retrieve,
 )
+from grimoire.retrieval.fusion import normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.pipeline_log import LogJob, log_item, submit_log
 from grimoire.retrieval.pipeline_params import RetrieveRequest, parse_request
@@ -145,24 +146,6 @@ def _contrarian(ctx: Context, req: RetrieveRequest, pool: Sequence[Candidate],
     else:
         chosen.append(picked[0])
     return picked[0]
-
-
-def _rrf_norm(fused: Mapping[str, float], pooled: Sequence[Candidate], rrf_k: int,
-              depth: int) -> dict[str, float]:
-    """Fused scores in [0, 1], min-max with the minimum anchored at a last-place vote.
-
-    ``fusion.normalise`` takes the pool's own minimum, which for a small pool
-    turns a one-rank difference between equally similar items into 1 vs 0
-    (30 % of the score). Anchoring the minimum at ``1 / (k + depth)`` — one
-    backend's last rank — keeps the spread of a full pool (whose minimum is
-    that anyway) and leaves near-ties near-tied in a small one.
-    """
-    floor = 1.0 / (rrf_k + depth)
-    values = {c.id: fused.get(c.id, 0.0) for c in pooled}
-    top = max(values.values(), default=0.0) - floor
-    if top <= 0.0:  # every ranked item at (or past) last place: all equally relevant
-        return {i: 1.0 if v > 0.0 else 0.0 for i, v in values.items()}
-    return {i: max(0.0, v - floor) / top for i, v in values.items()}
 
 
 def _top_episode(cands: Mapping[str, Candidate], fused: Mapping[str, float]) -> str | None:
@@ -259,15 +242,15 @@ def _rank(ctx: Context, run: _Run) -> None:
     started = time.perf_counter()
     run.cands = candidates(ctx, req, run.pool, run.t, run.kinds) if run.kinds else {}
     run.ranks = backend_ranks(run.pool)
-    fused = {i: sum(1.0 / (cfg.rrf_k + r) for r in run.ranks[i].values()) for i in run.cands
-             if i in run.ranks}  # SPEC §9.2, what fusion.rrf computes, from the pool's lists
+    fused = rrf_from_ranks({i: run.ranks[i] for i in run.cands if i in run.ranks},
+                           cfg.rrf_k)  # SPEC §9.2
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
     started = run.lap("candidates", started)
     pooled = list(run.cands.values())
     run.weights = dict(learned_weights(ctx).weights)
-    rrf_norm = _rrf_norm(fused, pooled, cfg.rrf_k, cfg.candidates)
+    rrf_norm = normalise_anchored(fused, (c.id for c in pooled), cfg.rrf_k, cfg.candidates)
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
