@@ -7,10 +7,13 @@ plain insights; mixed statuses and ages). Then measures:
 
 - a cold cycle (every episode new; the window is capped at curator.window_episodes);
 - steady-state cycles (one heartbeat's worth of new episodes: --new per cycle);
-- read latency p50 / p95 while idle and while a steady-state cycle runs, from a reader
-  thread that loops over the retrieval stand-in: ``retrieve`` is not in this branch, so
-  the stand-in is what it is built on, an episode vector search (top 20) plus an entry
-  KNN (top 20), with pre-computed query vectors.
+- ``retrieve`` latency p50 / p95 while idle and while a steady-state cycle runs, from a
+  reader thread that loops over the agent's own call (``g.retrieve(query=…, k=10)``, a
+  deciding retrieval: every backend, rerank, causal boost, MMR, budget, and its log
+  write), with query texts sampled from the stored episodes.
+
+Goals (the curator issue): a steady cycle at 10k episodes / 2k entries ≤ 2 s, and
+``retrieve`` p95 during a cycle ≤ 2× idle; the table prints each beside its goal.
 
 The distil phase calls ``curator.learn.distill`` when it is installed; without it the
 phase is skipped and the cycle time excludes the learners (the table says which).
@@ -147,22 +150,20 @@ def make_entries(g: Grimoire, n: int, now: int, rng: np.random.Generator) -> Non
 
 
 class Reader(threading.Thread):
-    """Loops over the retrieval stand-in, recording each query's latency (ms)."""
+    """Loops over ``retrieve``, recording each call's latency (ms)."""
 
-    def __init__(self, g: Grimoire, queries: np.ndarray) -> None:
+    def __init__(self, g: Grimoire, queries: list[str]) -> None:
         super().__init__(daemon=True)
         self.g, self.queries = g, queries
         self.latencies: list[float] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
-        ctx = self.g.context
         i = 0
         while not self.stop.is_set():
-            q = self.queries[i % len(self.queries)]
+            text = self.queries[i % len(self.queries)]
             t0 = time.perf_counter()
-            ctx.episodes.search(q, 20)
-            ctx.semantic.knn(q, 20)
+            self.g.retrieve(query=text, k=10)
             self.latencies.append((time.perf_counter() - t0) * 1000)
             i += 1
 
@@ -171,7 +172,7 @@ def pct(values: list[float], p: float) -> float:
     return float(np.percentile(values, p)) if values else float("nan")
 
 
-def reads(g: Grimoire, queries: np.ndarray, seconds: float) -> list[float]:
+def reads(g: Grimoire, queries: list[str], seconds: float) -> list[float]:
     reader = Reader(g, queries)
     reader.start()
     time.sleep(seconds)
@@ -209,8 +210,9 @@ def main() -> None:
             g.context.episodes.flush()
             make_entries(g, args.entries, clock.now, rng)
             setup = time.perf_counter() - t0
-            queries = g.context.embedder.embed(
-                [e["text"] for e in episodes[:: max(1, len(episodes) // 200)]])
+            queries = [str(e["text"]) for e in episodes[:: max(1, len(episodes) // 200)]]
+            for text in queries[:10]:  # warm the retrieval caches before anything is timed
+                g.retrieve(query=text, k=10)
 
             t0 = time.perf_counter()
             cold = run_cycle(g.context)
@@ -260,18 +262,18 @@ def main() -> None:
                   f"promotions, demotions, prunes) | "
                   f"{' / '.join(f'{x * 1000:.0f}' for x in settling)} ms |")
             print(f"| steady cycle ({args.new} new episodes), median of {args.cycles} | "
-                  f"{statistics.median(steady) * 1000:.0f} ms |")
+                  f"{statistics.median(steady) * 1000:.0f} ms (goal ≤ 2000 ms) |")
             print(f"| steady cycle, max | {max(steady) * 1000:.0f} ms |")
             print(f"| steady cycle beside a busy reader thread, median | "
                   f"{statistics.median(shared) * 1000:.0f} ms |")
             for name, values in phases.items():
                 print(f"| · phase {name} (median) | {statistics.median(values):.1f} ms |")
-            print(f"| reads idle: n / p50 / p95 | {len(idle)} / {pct(idle, 50):.2f} / "
+            print(f"| retrieve idle: n / p50 / p95 | {len(idle)} / {pct(idle, 50):.2f} / "
                   f"{pct(idle, 95):.2f} ms |")
-            print(f"| reads during cycles: n / p50 / p95 | {len(during)} / "
+            print(f"| retrieve during cycles: n / p50 / p95 | {len(during)} / "
                   f"{pct(during, 50):.2f} / {pct(during, 95):.2f} ms |")
             ratio = pct(during, 95) / pct(idle, 95) if idle and during else float("nan")
-            print(f"| p95 during / idle | {ratio:.2f}x |")
+            print(f"| retrieve p95 during / idle | {ratio:.2f}x (goal ≤ 2x) |")
 
 
 if __name__ == "__main__":
