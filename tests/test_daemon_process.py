@@ -14,6 +14,8 @@ import re
 import select
 import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -323,3 +325,31 @@ def test_the_real_model_serves_writes(root: Path) -> None:
     assert proc.wait(120) == 1
     err = proc.stderr.read().decode() if proc.stderr else ""
     assert "all-MiniLM-L6-v2-int8" in err and "hash-384" in err
+
+
+def test_the_readme_main_command_writes_a_real_playbook(root: Path) -> None:
+    """README's main job as written (``grimoire run --feed sim --speed 600``, the bundled
+    model, the default ``data/grimoire`` under the working directory), stopped after the
+    first curator cycle: PLAYBOOK.md is written with its front matter, no tick failed,
+    and the daemon exits 0."""
+    env = daemon_env()
+    del env["GRIMOIRE_EMBEDDING__MODEL"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grimoire", "run", "--feed", "sim", "--speed", "600",
+         "--max-ticks", "51"],
+        env=env, cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    events = json_lines(out.decode())
+    assert not [e for e in events if e.get("event") == "heartbeat.tick.failed"]
+    (cycle,) = [e for e in events if e.get("event") == "heartbeat.curator"]
+    assert cycle["tick"] == 50
+    playbook = root / "data" / "grimoire" / "PLAYBOOK.md"
+    text = playbook.read_text(encoding="utf-8")
+    assert text.startswith("---\nplaybook_format: 1\ntick: 50\n")
+    assert "# PLAYBOOK" in text and "## Global" in text
