@@ -128,6 +128,7 @@ class FastEmbedEmbedder:
         dim: int = 384,
         threads: int = 2,
         batch_size: int = 64,
+        max_tokens: int = 256,
     ) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"  # a wrong path must fail now, not after 39 s of retries
         self.model_id = model
@@ -149,6 +150,7 @@ class FastEmbedEmbedder:
         except Exception as exc:  # fastembed raises ValueError, OSError, onnxruntime errors
             raise EmbedderError(f"cannot load embedding model {model!r}: {exc}") from exc
         self._disable_spinning()
+        self._truncate_at(max_tokens)
         probe = self.embed(["probe"])
         if probe.shape != (1, dim):
             raise EmbedderError(
@@ -174,6 +176,17 @@ class FastEmbedEmbedder:
                     model_file=str(onnx),
                 )
         return text_embedding(name, specific_model_path=str(_MODEL_DIR), threads=self._threads)
+
+    def _truncate_at(self, max_tokens: int) -> None:
+        """Truncate inputs at ``max_tokens`` (config ``embedding.max_tokens``): 256 for the
+        bundled model (at 512 its texts over 256 tokens lose agreement with the reference
+        model, MEASUREMENTS.md); another model may take more."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:
+            raise EmbedderError(f"embedding.max_tokens must be an integer >= 8, got {max_tokens!r}")
+        tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
+        if tokenizer is None:
+            raise EmbedderError(f"model {self.model_id!r} exposes no tokenizer to truncate")
+        tokenizer.enable_truncation(max_length=max_tokens)
 
     def _disable_spinning(self) -> None:
         """Rebuild the ONNX session with thread spinning and the memory arena off.
@@ -228,9 +241,11 @@ class FastEmbedEmbedder:
 
 
 def make_embedder(
-    model: str, model_dir: str | None, dim: int, threads: int, batch: int
+    model: str, model_dir: str | None, dim: int, threads: int, batch: int,
+    max_tokens: int = 256,
 ) -> Embedder:
     """The embedder the config names (the daemon's default path)."""
     if model.startswith("hash-"):
         return HashEmbedder(dim=dim, model_id=model)
-    return FastEmbedEmbedder(model, model_dir=model_dir, dim=dim, threads=threads, batch_size=batch)
+    return FastEmbedEmbedder(model, model_dir=model_dir, dim=dim, threads=threads,
+                             batch_size=batch, max_tokens=max_tokens)

@@ -116,6 +116,7 @@ class Grimoire:
             emb = embedder or make_embedder(
                 config.embedding.model, config.embedding.model_dir, config.embedding.dim,
                 config.embedding.threads, config.embedding.batch_size,
+                config.embedding.max_tokens,
             )
             episodes = EpisodeStore.open(
                 root / "episodes", model_id=emb.model_id, dim=emb.dim,

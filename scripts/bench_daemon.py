@@ -172,7 +172,7 @@ def main() -> None:
             cfg = Config().replace(**{"embedding.model": model})
             embedder = make_embedder(cfg.embedding.model, cfg.embedding.model_dir,
                                      cfg.embedding.dim, cfg.embedding.threads,
-                                     cfg.embedding.batch_size)
+                                     cfg.embedding.batch_size, cfg.embedding.max_tokens)
 
             _, _, lat1 = run_clients(sock, 1, write_one, None, args.writes)
             rows.append(("episode.write, 1 client",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grimoire.embed import FastEmbedEmbedder, HashEmbedder, count_tokens
-from grimoire.errors import ValidationError
+from grimoire.errors import EmbedderError, ValidationError
 
 
 def test_hash_embedder_is_deterministic_and_normalised(hash_embedder: HashEmbedder) -> None:
@@ -50,6 +50,23 @@ def test_real_model_batch_invariant_and_truncates(real_embedder: FastEmbedEmbedd
     long_text = "liquidity " * 600
     assert count_tokens(real_embedder, long_text) > 256
     assert real_embedder.embed([long_text]).shape == (1, 384)
+
+
+@pytest.mark.slow
+def test_real_model_truncates_at_the_configured_max_tokens(
+        real_embedder: FastEmbedEmbedder) -> None:
+    """Only the first ``embedding.max_tokens`` tokens count: at 256 (the default) two texts
+    that differ after token ~300 embed identically; at 512 they differ. A value the model
+    cannot honour is refused at load."""
+    head = "gas cheap at night on mainnet " * 60  # ~360 tokens
+    a, b = head + "swap now", head + "the bridge was exploited and drained"
+    same = real_embedder.embed([a, b])
+    assert float(same[0] @ same[1]) == pytest.approx(1.0, abs=1e-6)
+    wide = FastEmbedEmbedder(max_tokens=512)
+    apart = wide.embed([a, b])
+    assert float(apart[0] @ apart[1]) < 0.9999
+    with pytest.raises(EmbedderError, match="max_tokens"):
+        FastEmbedEmbedder(max_tokens=0)
 
 
 @pytest.mark.slow
