@@ -24,6 +24,7 @@ from grimoire.decay import apply_vote, default_decay_class, effective_confidence
 from grimoire.decay import initial_confidence as provenance_confidence
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
+from grimoire.mentions import index_new_entries
 from grimoire.quality import score_quality
 from grimoire.records import (
     PAD,
@@ -228,8 +229,14 @@ def add_entry(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     # The optional LLM's view of future utility, also off the writer thread (SPEC §5).
     scorer = ctx.extras.get("admission_scorer")
     scores = scorer(proposal) if scorer is not None else None
-    result: dict[str, Any] = ctx.writer.call(
-        lambda: admit(ctx, proposal, vector, llm_scores=scores))
+
+    def job() -> dict[str, Any]:
+        out = admit(ctx, proposal, vector, llm_scores=scores)
+        if out["id"]:  # its entity mentions now, so the next query's graph backend sees it
+            index_new_entries(ctx)
+        return out
+
+    result: dict[str, Any] = ctx.writer.call(job)
     if result["id"] and result["decision"] == "admitted":
         ctx.events.emit("GrimoireWrite", ctx.now(), kind="entry", count=1,
                         category=proposal.category.value)

@@ -16,9 +16,11 @@ nothing. Bare symbols are not recorded at write time (a heuristic's "IF"
 would become a token).
 
 Writes: ``record_episode_mentions`` is a post-write hook (writer thread); it
-also indexes entries added since the last run (a rowid watermark in meta),
-because entries have no write hook of their own; ``index_new_entries`` does
-that alone and retrieval schedules it when it sees the watermark behind.
+also indexes entries added since the last run (a rowid watermark in meta).
+``index_new_entries`` does that alone: ``entry.add`` runs it in the same writer
+job as the insert (the agent's entry is in the index when the call returns);
+the curator's and learners' batches catch up with the next episode write, and
+retrieval schedules it when it sees the watermark behind.
 
 Reads: ``graph_items`` expands the query's entities through the knowledge
 graph (``k_hop_neighbors`` within ``retrieval.graph_hops``, both directions,

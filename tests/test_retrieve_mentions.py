@@ -83,6 +83,21 @@ def test_entry_mentions_are_indexed_and_found_by_symbol(tmp_path: Path) -> None:
         assert ids(by_address)[0] == warn.id
 
 
+def test_entry_add_records_its_mentions_at_write_time(tmp_path: Path) -> None:
+    """An entry added through the API is in the mention index when entry.add returns: the
+    very next query reaches it through the graph backend, with no episode written between."""
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "d", clock) as g:
+        added = g.entry_add(category="warning", content=(
+            f"Avoid routing WETH/USDC swaps through {ADDR}: it front-ran 3 of 4 fills"))
+        assert added["decision"] == "admitted"
+        found = g.context.semantic.mentions_of(f"address:{ADDR.lower()}")
+        assert [(i, k) for i, k, _ in found] == [(added["id"], "entry")]
+        result = g.retrieve(query="anything", mode="browse", kinds=["entry"],
+                            entities=[{"kind": "pool", "id": "USDC/WETH"}])
+        assert result["trace"]["backends"]["graph.entry"] == 1
+
+
 def test_new_mentions_are_seen_by_the_next_query(tmp_path: Path) -> None:
     """The graph backend caches an entity's newest mentions; a write naming it refreshes them."""
     clock = FrozenClock()
