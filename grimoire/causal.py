@@ -186,12 +186,13 @@ def causal_chain(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
 # --- the post-write hook ------------------------------------------------------------------
 
 
-def _auto_edges(ctx: Context, episode_id: str, timestamp: int,
-                vector: np.ndarray) -> list[CausalEdge]:
+def _auto_edges(ctx: Context, episode_id: str, timestamp: int, vector: np.ndarray,
+                what: str, skip: str | None = None) -> list[CausalEdge]:
+    """Seed 000's inferred predecessors of one new episode (``skip``: a cause it names)."""
     cfg = ctx.config.retrieval
     window = cfg.auto_link_window_ms
     recent = [e for e in ctx.episodes.recent(_AUTO_LINK_SCAN, since=timestamp - window)
-              if e.id != episode_id and e.timestamp < timestamp]
+              if e.id not in (episode_id, skip) and e.timestamp < timestamp]
     if not recent:
         return []
     vectors = ctx.episodes.vectors_for([e.id for e in recent])
@@ -200,16 +201,24 @@ def _auto_edges(ctx: Context, episode_id: str, timestamp: int,
                          cfg.auto_link_threshold, cfg.auto_link_min_similarity)
     times = {e.id: e.timestamp for e in recent}
     return [CausalEdge(cause, episode_id, EdgeKind.AUTO, weight,
-                       f"auto-linked: preceded this regime shift, close in time and meaning "
+                       f"auto-linked: preceded this {what}, close in time and meaning "
                        f"(weight {weight:.3f})", timestamp - times[cause])
             for cause, weight in found]
 
 
 def link_new_episodes(ctx: Context, episodes: Sequence[Any], vectors: np.ndarray) -> None:
-    """Post-write hook: causal_hint → explicit edge; regime_shift → auto-linked predecessors."""
+    """Post-write hook: causal_hint → explicit edge; a hinted episode or a regime_shift →
+    auto-linked predecessors too (seed 000: a writer who names one cause marks an event
+    with causes, and the others close in time and meaning are inferred)."""
     edges: list[CausalEdge] = []
     for row, episode in enumerate(episodes):
         hint = episode.causal_hint
+        if episode.type == EpisodeType.REGIME_SHIFT:
+            edges.extend(_auto_edges(ctx, episode.id, episode.timestamp, vectors[row],
+                                     "regime shift", skip=hint))
+        elif hint:
+            edges.extend(_auto_edges(ctx, episode.id, episode.timestamp, vectors[row],
+                                     "event", skip=hint))
         if hint and hint != episode.id:
             cause = node(ctx, hint)
             if cause is None:
@@ -219,8 +228,6 @@ def link_new_episodes(ctx: Context, episodes: Sequence[Any], vectors: np.ndarray
                 edges.append(CausalEdge(hint, episode.id, EdgeKind.EXPLICIT, 1.0,
                                         None,
                                         lag if lag is not None and lag >= 0 else None))
-        if episode.type == EpisodeType.REGIME_SHIFT:
-            edges.extend(_auto_edges(ctx, episode.id, episode.timestamp, vectors[row]))
     if not edges:
         return
     now = ctx.now()

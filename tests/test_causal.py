@@ -128,6 +128,26 @@ def test_causal_hint_links_at_write_time(g: Grimoire, clock: FrozenClock) -> Non
     assert g.context.semantic.edges_to(orphan) == []  # logged, the write still succeeded
 
 
+def test_a_hinted_event_also_gets_its_inferred_predecessors(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """A causal hint names one cause; seed 000's auto-link adds the other recent, similar
+    episodes as weak AUTO causes, never a second edge to the named one."""
+    named = g.episode_write(text="oracle price lagged by 5 minutes on the eth feed")["id"]
+    clock.advance(MINUTE)
+    similar = g.episode_write(text="eth oracle price lagging behind spot again")["id"]
+    unrelated = g.episode_write(text="routine heartbeat ok")["id"]
+    clock.advance(MINUTE)
+    effect = g.episode_write(text="liquidation at a stale eth oracle price",
+                             causal_hint=named)["id"]
+    edges = g.context.semantic.edges_to(effect)
+    kinds = {(e.cause_id, e.kind) for e in edges}
+    assert (named, EdgeKind.EXPLICIT) in kinds and (named, EdgeKind.AUTO) not in kinds
+    assert (similar, EdgeKind.AUTO) in kinds
+    assert unrelated not in {e.cause_id for e in edges}
+    plain = g.episode_write(text="liquidation at a stale eth oracle price, again")["id"]
+    assert g.context.semantic.edges_to(plain) == []  # no hint, not a regime shift: no inference
+
+
 def test_regime_shift_is_auto_linked_to_recent_similar_episodes(
         g: Grimoire, clock: FrozenClock) -> None:
     related = g.episode_write(text="volatility rising fast as eth price volatility spikes")["id"]
