@@ -1,4 +1,4 @@
-"""The optional LLM's four jobs in learning, each falling back to the rule-based path.
+"""The optional LLM's five jobs in learning, each falling back to the rule-based path.
 
 Installed by the facade only when an LLM is configured (``install_llm_paths``);
 ``paths_of(ctx)`` is None otherwise, and then nothing here runs and nothing
@@ -16,7 +16,12 @@ touches the network. With an LLM:
     (added to them: the extractor keeps its statistical guarantee and the
     model adds what it saw that the vocabulary scan did not rank);
 (d) seed 001's causality judgement on each new causal link: "No." drops the
-    link, "Yes: …" becomes the relationship text of its causal edges.
+    link, "Yes: …" becomes the relationship text of its causal edges;
+(e) seed 002's hierarchical summaries: ``write_summary`` is the
+    ``curator.summaries.SummaryWriter`` the summaries phase passes as ``llm=``;
+    the model rewrites the prose of an L1 / L2 summary from its measured facts
+    and source texts, and a bad answer falls back to the extractive text (the
+    provenance, tags and period are computed without the model either way).
 
 Every failure (network, timeout, garbage) is an ``LLMError``: it is logged,
 counted, and the rule-based result stands. Tokens and latency (the client's
@@ -44,7 +49,9 @@ from curator.llm_prompts import (
     expel_messages,
     parse_causality,
     parse_claims,
+    parse_summary,
     parse_utility,
+    summary_messages,
     utility_messages,
 )
 from curator.operations import (
@@ -70,8 +77,9 @@ log = structlog.get_logger()
 
 PATHS_KEY = "llm_paths"
 STATS_KEY = "llm_stats"
-_PATHS = ("utility", "reflexion", "expel", "causality")
+_PATHS = ("utility", "reflexion", "expel", "causality", "summary")
 _CACHE = 512  # answers remembered per path (the same ADD recurs until the gate settles it)
+_SUMMARY_EXCERPTS = 12  # source texts quoted in a summary prompt (evenly spread)
 _INSIGHTS_PER_EPISODE = 3
 
 
@@ -137,6 +145,7 @@ class LLMPaths:
         self._counts = {p: {"calls": 0, "fallbacks": 0} for p in _PATHS}
         self._utility: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._judged: OrderedDict[str, tuple[bool, str | None]] = OrderedDict()
+        self._summaries: OrderedDict[str, str] = OrderedDict()
         self._runs: dict[str, int] = {}  # distillations seen per strategy ("" = global)
         self.worker = LLMWorker(cfg.max_pending)
         self.publish()
@@ -315,6 +324,24 @@ class LLMPaths:
             return None  # the statistical link stands
         self._remember(self._judged, op.claim.key, verdict)
         return verdict
+
+    # -- (e) hierarchical summaries -------------------------------------------------------
+
+    def write_summary(self, level: int, facts: str, excerpts: Sequence[str]) -> str:
+        """``SummaryWriter``: the model's summary, or ``LLMError`` (counted) to keep the
+        extractive text ``facts``. Called on the curator's thread, never the writer's."""
+        messages = summary_messages(level, facts, excerpts, max_excerpts=_SUMMARY_EXCERPTS)
+        prompt = messages[-1]["content"]
+        known: str | None = self._recall(self._summaries, prompt)
+        if known is not None:
+            return known
+        try:
+            text = parse_summary(self.ask("summary", messages), prompt)
+        except LLMError as exc:
+            self._fallback("summary", exc, level=level)
+            raise  # curator.summaries keeps the extractive text
+        self._remember(self._summaries, prompt, text)
+        return text
 
 
 def _parents(episodes: Sequence[Episode], rows: np.ndarray, limit: int) -> tuple[str, ...]:

@@ -11,7 +11,12 @@ answer is usable: every parser either returns a validated value or raises
   in the distiller's vocabulary (the numbers are recomputed from the data,
   ``learn_verify``);
 - causality judgement (seed 001): "did X directly lead to Y?" → ``Yes: …`` /
-  ``No.``.
+  ``No.``;
+- hierarchical summaries (seed 002): the measured facts of an L1 session (or
+  L2 chapter) and a sample of its episode (or L1) texts → a few sentences of
+  plain prose. The answer is checked: bounded length, no refusal, markup or
+  JSON, and no number the prompt did not contain (the facts are measured, the
+  model may only restate them).
 
 Pure: text in, text out. Must not: call the LLM or read stores.
 """
@@ -19,6 +24,7 @@ Pure: text in, text out. Must not: call the LLM or read stores.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -35,7 +41,9 @@ __all__ = [
     "expel_messages",
     "parse_causality",
     "parse_claims",
+    "parse_summary",
     "parse_utility",
+    "summary_messages",
     "utility_messages",
 ]
 
@@ -172,3 +180,85 @@ def parse_claims(text: str, max_claims: int) -> list[Any]:
     if not isinstance(claims, list):
         raise LLMError("the ExpeL answer has no \"claims\" list")
     return claims[:max_claims]
+
+
+# -- hierarchical summaries (seed 002) ------------------------------------------------------
+
+SUMMARY_TASK = "Write a short factual summary"  # how the prompt asks (tests find it by this)
+SUMMARY_MAX_CHARS = 900  # a longer answer is not a short summary: the extractive text stands
+_SUMMARY_MIN_WORDS = 4
+_SUMMARY_FACTS_CHARS = 2_000
+_SUMMARY_EXCERPT_CHARS = {1: _MAX_TEXT, 2: 400}
+_REFUSALS = ("i cannot", "i can't", "i can not", "i am unable", "i'm unable", "i'm sorry",
+             "i am sorry", "sorry", "as an ai", "as a language model")
+_LABEL = re.compile(r"^(?:(?:l[12]\s+)?(?:session|chapter)?\s*summary|here is[^:]*)\s*:\s*",
+                    re.IGNORECASE)
+# A number on its own (not the "3" of "uniswap_v3"), with optional thousands separators.
+_NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)")
+
+
+def _spread(items: Sequence[str], limit: int) -> list[str]:
+    """At most ``limit`` distinct texts, evenly spread over ``items`` (first and last kept)."""
+    distinct = list(dict.fromkeys(" ".join(t.split()) for t in items if t.strip()))
+    if len(distinct) <= limit:
+        return distinct
+    if limit <= 1:
+        return distinct[:limit]
+    step = (len(distinct) - 1) / (limit - 1)
+    return [distinct[round(i * step)] for i in range(limit)]
+
+
+def summary_messages(level: int, facts: str, excerpts: Sequence[str], *,
+                     max_excerpts: int) -> Messages:
+    """The summary prompt: measured facts plus a sample of the sources (episodes or L1s).
+
+    No digit appears in the instructions, so every number in the prompt comes from the
+    data (``parse_summary`` checks the answer against it).
+    """
+    if level not in (1, 2):
+        raise LLMError(f"summary level must be 1 or 2, got {level!r}")
+    what = "session" if level == 1 else "chapter"
+    sources = "Episodes of the session" if level == 1 else "Session summaries of the chapter"
+    limit = _SUMMARY_EXCERPT_CHARS[level]
+    lines = [f"Measured facts of one {what} of the agent's memory (computed from the data):",
+             _clip(facts, _SUMMARY_FACTS_CHARS), "",
+             f"{sources}, oldest first (a sample):",
+             *(f"- {_clip(text, limit)}" for text in _spread(excerpts, max_excerpts))]
+    task = (f"{SUMMARY_TASK} of this {what} for the agent's long-term memory, in at most "
+            "three plain sentences: what happened, under which conditions, and how it turned "
+            "out. Use only numbers that appear above and do not contradict the measured facts; "
+            "no advice, no speculation, no lists, no preamble.")
+    return [{"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": "\n".join(lines) + "\n\n" + task}]
+
+
+def _numbers(text: str) -> list[str]:
+    return [m.replace(",", "") for m in _NUMBER.findall(text)]
+
+
+def _stated(number: str, known: set[float]) -> bool:
+    """Whether ``number`` is one of ``known`` as written or rounded to its decimals."""
+    value = float(number)
+    decimals = len(number.partition(".")[2])
+    return value in known or any(round(k, decimals) == value for k in known)
+
+
+def parse_summary(text: str, prompt: str) -> str:
+    """The model's summary on one line, or ``LLMError`` when it is not a usable one."""
+    answer = " ".join(text.replace("```", " ").split()).strip("*_\"'“” ")
+    answer = _LABEL.sub("", answer, count=1).strip("*_\"'“” ")
+    if not answer:
+        raise LLMError("the summary is empty")
+    if len(answer) > SUMMARY_MAX_CHARS:
+        raise LLMError(f"the summary is {len(answer)} characters long (at most "
+                       f"{SUMMARY_MAX_CHARS})")
+    words = re.findall(r"[^\W\d_]{2,}", answer)
+    if len(words) < _SUMMARY_MIN_WORDS or any(c in answer for c in "{}[]"):
+        raise LLMError(f"the summary is not prose: {_clip(answer, 80)!r}")
+    if answer.lower().startswith(_REFUSALS):
+        raise LLMError(f"the model declined: {_clip(answer, 80)!r}")
+    known = {float(n) for n in _numbers(prompt)}
+    invented = [n for n in _numbers(answer) if not _stated(n, known)]
+    if invented:
+        raise LLMError(f"the summary states numbers the data does not: {invented[:5]}")
+    return answer

@@ -19,6 +19,12 @@ from. They are retrievable entries (category insight, tags ``summary`` and
 parent episodes); the quality score is computed as for any entry, and MUS
 pruning is their gate.
 
+Rule-based by default (extractive); when an LLM is configured
+(``curator.llm_paths.paths_of``) it writes the prose of each L1 and L2
+through ``LLMPaths.write_summary``, and any failure or unusable answer keeps
+the extractive text. Provenance (parent episodes and L1s), tags, regime,
+strategy and period never come from the model.
+
 MUS = 0.4·retrieval frequency + 0.4·relevance + 0.2·recency (seed 002), with
 retrieval frequency from ``access_count`` (log-scaled against the most
 accessed summary), relevance the cosine between the summary and the centroid
@@ -50,6 +56,7 @@ from curator.lifecycle import SUMMARY_TAG
 from curator.regions import RegionModel
 from curator.summaries import (
     SummaryDraft,
+    SummaryWriter,
     cluster_episodes,
     l1_summary,
     l2_due,
@@ -116,6 +123,13 @@ def _write_all(cy: Cycle, drafts: list[SummaryDraft]) -> int:
     return len(drafts)
 
 
+def _summary_writer(ctx: Context) -> SummaryWriter | None:
+    """The configured LLM's summary writer, or None: extractive only, no network."""
+    from curator.llm_paths import paths_of  # the LLM is optional; import only its holder
+
+    return paths_of(ctx)
+
+
 def _l1_drafts(cy: Cycle) -> list[SummaryDraft]:
     cfg = cy.ctx.config.curator
     if len(cy.window) < cfg.compress_min_episodes:
@@ -124,7 +138,8 @@ def _l1_drafts(cy: Cycle) -> list[SummaryDraft]:
                                 coherence=cfg.l1_coherence, group_by=("strategy",))
     chosen = sorted(clusters, key=lambda c: (-c.size, c.indices[0]))[:cfg.l1_max_per_cycle]
     chosen.sort(key=lambda c: c.indices[0])
-    return [l1_summary(c, cy.window, examples=cfg.summary_examples) for c in chosen]
+    llm = _summary_writer(cy.ctx)
+    return [l1_summary(c, cy.window, examples=cfg.summary_examples, llm=llm) for c in chosen]
 
 
 def _l2_draft(cy: Cycle, summaries: list[GrimoireEntry]) -> SummaryDraft | None:
@@ -139,7 +154,8 @@ def _l2_draft(cy: Cycle, summaries: list[GrimoireEntry]) -> SummaryDraft | None:
     start = min((e.valid_from for e in l1s if e.valid_from is not None), default=None)
     episodes = [ep for ep in cy.ctx.episodes.scan(since_ms=start) if ep.id in covered]
     return l2_summary(l1s, episodes[-_MAX_SUMMARY_PARENTS:],
-                      examples=cy.ctx.config.curator.summary_examples)
+                      examples=cy.ctx.config.curator.summary_examples,
+                      llm=_summary_writer(cy.ctx))
 
 
 def _recent_centroid(cy: Cycle) -> npt.NDArray[np.float64] | None:
