@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +77,11 @@ def test_real_model_matches_reference_vectors(real_embedder: FastEmbedEmbedder) 
     ours = real_embedder.embed(ref["texts"])
     cosines = (ours * np.asarray(ref["vectors"], dtype=np.float32)).sum(axis=1)
     assert cosines.min() >= 0.99, cosines
+
+
+def test_a_model_that_is_not_installed_is_refused_offline(tmp_path: Path) -> None:
+    """Another fastembed model named in config but absent from the machine is refused with
+    a message naming it, with the hub offline (a wrong path fails instead of downloading)."""
+    with pytest.raises(EmbedderError, match=re.escape("nomic-ai/nomic-embed-text-v1.5")):
+        FastEmbedEmbedder("nomic-ai/nomic-embed-text-v1.5", model_dir=str(tmp_path), dim=768)
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
