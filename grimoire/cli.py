@@ -213,8 +213,14 @@ def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def _render(method: str, result: Any, raw: bool) -> None:
+    """The owner's views print as text (PLAYBOOK.md, an entry's history); --json prints
+    the data behind them; everything else prints as JSON."""
     if not raw and method == "playbook.get" and isinstance(result, dict):
         print(result.get("markdown", ""), end="")
+        return
+    if not raw and method == "entry.explain" and isinstance(result, dict) \
+            and isinstance(result.get("text"), str):
+        print(result["text"], end="" if result["text"].endswith("\n") else "\n")
         return
     _print(result, raw)
 

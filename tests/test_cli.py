@@ -146,6 +146,14 @@ def test_commands_against_a_running_server(served: tuple[ServerThread, Grimoire]
     code, out, _ = _run(capsys, "kg", "invalidate", triple, "200", *sock)
     assert code == 0 and json.loads(out)["triple"]["valid_to"] == 200
 
+    added = g.entry_add(category="warning", content="Avoid swaps on WETH/USDC when gas "
+                        "is above 80 gwei: 7 of 9 reverted")
+    code, out, _ = _run(capsys, "explain", added["id"][:8], *sock)
+    assert code == 0 and added["id"] in out and "Avoid swaps on WETH/USDC" in out
+    assert "admitted" in out and not out.lstrip().startswith("{")  # the owner's text
+    code, out, _ = _run(capsys, "explain", added["id"][:8], "--json", *sock)
+    assert code == 0 and json.loads(out)["entry"]["id"] == added["id"]
+
 
 def test_cli_errors_are_messages_and_exit_codes(served: tuple[ServerThread, Grimoire],
                                                 capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,6 +221,27 @@ def test_l1_each_cycle_l2_when_due_and_mus_pruning(tmp_path: Path, clock: Frozen
         assert g.entry_get(l2["id"])["status"] == "archived"
 
 
+
+def test_summaries_are_retrievable_with_provenance_and_archived_entries_are_not(
+        tmp_path: Path, clock: FrozenClock) -> None:
+    """An L1 summary is an entry ``retrieve`` returns with its parent episodes in the item's
+    provenance; once archived it is still readable with entry.get but no longer retrieved."""
+    with open_grimoire(tmp_path / "d", clock) as g:
+        write(g, _session(hour(1)))
+        clock.set(hour(2))
+        cy = start_cycle(g)
+        assert hierarchical_summaries(cy)["l1"] == 1
+        finish_cycle(cy)
+        l1 = next(e for e in g.entry_list(category="insight")["entries"]
+                  if "summary:l1" in e["tags"])
+        query = {"query": l1["content"], "kinds": ["entry"], "mode": "browse"}
+        (item,) = [i for i in g.retrieve(**query)["items"] if i["id"] == l1["id"]]
+        assert item["provenance"]["parent_episode_ids"] == l1["parent_episode_ids"]
+        assert len(item["provenance"]["parent_episode_ids"]) == 6
+        g.context.writer.call(lambda: g.context.semantic.archive(l1["id"]))
+        assert l1["id"] not in [i["id"] for i in g.retrieve(**query)["items"]]
+        assert g.entry_get(l1["id"])["status"] == "archived"
+
 def test_region_model_is_learned_and_persisted(g: Grimoire, clock: FrozenClock) -> None:
     write(g, [gas_obs(hour(1) + i * 60_000, 20.0) if i % 2 else
               swap(hour(1) + i * 60_000, "negative") for i in range(20)])
