@@ -9,6 +9,11 @@ is defined before any data) and ``region_quality`` for context-aware decay
 episodes and vectors in, and persist ``to_dict()`` (JSON-safe, exact round
 trip) in the semantic store's meta table.
 
+The read side (regions, ``assign``, ``best_action``, ``p_success``,
+``region_quality``, the persisted format's centroids and outcome counts)
+lives in ``grimoire.regions.RegionView``, which this class extends: retrieval
+reads the persisted model through it without importing the curator.
+
 Incremental by design: each curator cycle assigns its new episodes to the
 nearest region and moves that region's centroid by a running mean. When the
 new episodes fit the regions clearly worse than the data they were fitted on
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,24 +34,17 @@ import structlog
 
 from curator.kmeans import kmeans, unit
 from grimoire.config import CuratorConfig
-from grimoire.errors import NotAvailableError, ValidationError
+from grimoire.errors import ValidationError
 from grimoire.records import Episode, EpisodeType, Outcome
+from grimoire.regions import FORMAT, ActionStats, RegionView, action_name, check_format
 
 __all__ = ["FORMAT", "RegionModel", "action_types", "episode_reward"]
 
 log = structlog.get_logger()
 
 Matrix = npt.NDArray[np.float64]
-FORMAT = 1
 _MAX_PENDING = 32  # actions waiting for the next observed state; older ones are dropped
 _OUTCOME_REWARD = {Outcome.POSITIVE: 1.0, Outcome.NEGATIVE: -1.0, Outcome.NEUTRAL: 0.0}
-
-
-@dataclass(slots=True)
-class _Stats:
-    n: int = 0
-    reward_sum: float = 0.0
-    successes: int = 0
 
 
 def episode_reward(episode: Episode) -> tuple[float, bool] | None:
@@ -72,8 +69,8 @@ def action_types(episode: Episode) -> tuple[str, ...]:
     return (episode.tool.strip().lower(),) if episode.tool and episode.tool.strip() else ("action",)
 
 
-class RegionModel:
-    """Regions of embedding space and the action outcomes observed from each."""
+class RegionModel(RegionView):
+    """Regions of embedding space and the action outcomes observed from each, learned."""
 
     def __init__(self, k: int, *, seed: int = 0, refit_drift: float = 0.1,
                  min_drift_points: int = 32, max_iter: int = 50) -> None:
@@ -81,16 +78,14 @@ class RegionModel:
             raise ValidationError("must be an integer >= 1", field="regions")
         if not 0.0 < refit_drift <= 2.0:
             raise ValidationError("must be in (0, 2]", field="regions_refit_drift")
+        super().__init__()  # regions (running means of unit vectors), outcome counts
         self.k, self.seed, self.refit_drift = k, int(seed), float(refit_drift)
         self.min_drift_points, self.max_iter = int(min_drift_points), int(max_iter)
-        self._centroids: Matrix = np.zeros((0, 0))  # running means of unit vectors
-        self._counts: list[int] = []
         self._fit_quality = 1.0  # mean cosine of the fitted points to their centroid
         self._since_sum, self._since_n = 0.0, 0  # the same, for points assigned since
         self.refits = 0
         self.last_drift = 0.0
         self._transitions: dict[tuple[int, str], dict[int, int]] = {}
-        self._stats: dict[tuple[int, str], _Stats] = {}
         self._last_state: int | None = None
         self._pending: list[tuple[int, tuple[str, ...], float, bool]] = []
         self._watermark: tuple[int, str] | None = None
@@ -102,14 +97,6 @@ class RegionModel:
 
     # ------------------------------------------------------------ regions
 
-    @property
-    def fitted(self) -> bool:
-        return len(self._counts) > 0
-
-    @property
-    def n_regions(self) -> int:
-        return len(self._counts)
-
     def fit(self, vectors: npt.ArrayLike) -> list[int]:
         """(Re)fit the regions on these vectors; returns each vector's region.
 
@@ -120,13 +107,6 @@ class RegionModel:
             raise ValidationError("needs at least one vector", field="vectors")
         self._refit(rows, np.ones(len(rows)))
         return [int(x) for x in self._labels(rows)[0]]
-
-    def assign(self, vector: npt.ArrayLike) -> int:
-        """The region of one embedding (nearest centroid by cosine)."""
-        row = np.asarray(vector, dtype=np.float64)
-        if row.ndim != 1:
-            raise ValidationError("must be one vector", field="vector")
-        return int(self._labels(self._rows(row[None, :], "vector"))[0][0])
 
     def update(self, vectors: npt.ArrayLike) -> list[int]:
         """Assign new vectors, move centroids by running means, refit on large drift."""
@@ -164,14 +144,14 @@ class RegionModel:
         """One observed step: from ``region_from``, ``action_type`` led to ``region_to``."""
         self._check_region(region_from, "region_from")
         self._check_region(region_to, "region_to")
-        action = _action(action_type)
+        action = action_name(action_type)
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(
                 reward):
             raise ValidationError("must be a finite number", field="reward")
         key = (int(region_from), action)  # plain ints: numpy ints are not JSON-safe
         nexts = self._transitions.setdefault(key, {})
         nexts[int(region_to)] = nexts.get(int(region_to), 0) + 1
-        stats = self._stats.setdefault(key, _Stats())
+        stats = self._stats.setdefault(key, ActionStats())
         stats.n += 1
         stats.reward_sum += float(reward)
         stats.successes += int(reward > 0 if success is None else success)
@@ -220,37 +200,10 @@ class RegionModel:
 
     # ------------------------------------------------------------ queries
 
-    def best_action(self, region: int) -> list[tuple[str, float, int]]:
-        """Actions tried from ``region`` as (action, mean reward, n), best mean first."""
-        self._check_query(region)
-        ranked = [(a, s.reward_sum / s.n, s.n) for (r, a), s in self._stats.items()
-                  if r == region and s.n]
-        return sorted(ranked, key=lambda x: (-x[1], -x[2], x[0]))
-
-    def p_success(self, region: int, action_type: str) -> float:
-        """P(success | region, action) with a Beta(1, 1) prior: 0.5 with no data."""
-        self._check_query(region)
-        stats = self._stats.get((region, _action(action_type)), _Stats())
-        return (stats.successes + 1) / (stats.n + 2)
-
-    def region_quality(self, region: int) -> float:
-        """P(an action taken from this region succeeds), pooled over actions, Beta(1, 1) prior."""
-        self._check_query(region)
-        n = successes = 0
-        for (r, _), stats in self._stats.items():
-            if r == region:
-                n += stats.n
-                successes += stats.successes
-        return (successes + 1) / (n + 2)
-
-    def decay_factor(self, region: int) -> float:
-        """Context-aware decay multiplier 0.7 + 0.25 · region_quality (RFC-013 Part E)."""
-        return 0.7 + 0.25 * self.region_quality(region)
-
     def transition_probability(self, region: int, action_type: str, region_to: int) -> float:
         """P(region_to | region, action) = count / total (0 with no data)."""
         self._check_query(region)
-        nexts = self._transitions.get((region, _action(action_type)), {})
+        nexts = self._transitions.get((region, action_name(action_type)), {})
         total = sum(nexts.values())
         return nexts.get(region_to, 0) / total if total else 0.0
 
@@ -285,19 +238,12 @@ class RegionModel:
     def from_dict(cls, data: Mapping[str, Any]) -> RegionModel:
         """Rebuild a model from ``to_dict()`` output; malformed data raises ValidationError."""
         try:
-            if data["format"] != FORMAT:
-                raise ValidationError(f"unknown format {data['format']!r}", field="regions.format")
+            check_format(data)
             model = cls(int(data["k"]), seed=int(data["seed"]),
                         refit_drift=float(data["refit_drift"]),
                         min_drift_points=int(data["min_drift_points"]),
                         max_iter=int(data["max_iter"]))
-            counts = [int(c) for c in data["counts"]]
-            centroids = np.asarray(data["centroids"], dtype=np.float64)
-            if counts:
-                if centroids.shape[0] != len(counts) or centroids.ndim != 2 or not np.all(
-                        np.isfinite(centroids)):
-                    raise ValidationError("do not match counts", field="regions.centroids")
-                model._centroids, model._counts = centroids, counts
+            model._load(data)  # centroids, counts and outcome counts (RegionView)
             model._fit_quality = float(data["fit_quality"])
             model._since_sum, model._since_n = float(data["since_sum"]), int(data["since_n"])
             model.refits, model.last_drift = int(data["refits"]), float(data["last_drift"])
@@ -305,9 +251,6 @@ class RegionModel:
                 model._check_region(int(r), "regions.transitions")
                 model._check_region(int(to), "regions.transitions")
                 model._transitions.setdefault((int(r), str(a)), {})[int(to)] = int(n)
-            for r, a, n, total, successes in data["stats"]:
-                model._check_region(int(r), "regions.stats")
-                model._stats[(int(r), str(a))] = _Stats(int(n), float(total), int(successes))
             state = data["last_state"]
             model._last_state = None if state is None else int(state)
             model._pending = [(int(r), tuple(str(a) for a in acts), float(reward), bool(ok))
@@ -321,29 +264,6 @@ class RegionModel:
         return model
 
     # ------------------------------------------------------------ internals
-
-    def _rows(self, vectors: npt.ArrayLike, field: str) -> Matrix:
-        rows = np.asarray(vectors, dtype=np.float64)
-        if rows.ndim != 2:
-            raise ValidationError(f"must be a matrix, got shape {rows.shape}", field=field)
-        if self.fitted and len(rows) and rows.shape[1] != self._centroids.shape[1]:
-            raise ValidationError(f"has dimension {rows.shape[1]}, the regions "
-                                  f"{self._centroids.shape[1]}", field=field)
-        if not np.all(np.isfinite(rows)):
-            raise ValidationError("must be finite", field=field)
-        norms = np.linalg.norm(rows, axis=1)
-        if np.any(norms == 0):
-            raise ValidationError("has an all-zero row", field=field)
-        unit: Matrix = rows / norms[:, None]
-        return unit
-
-    def _labels(self, rows: Matrix) -> tuple[npt.NDArray[np.int64], Matrix]:
-        if not self.fitted:
-            raise NotAvailableError("the region model has no regions yet: fit it on episodes")
-        sims = rows @ unit(self._centroids).T
-        labels = np.argmax(sims, axis=1)
-        best: Matrix = sims[np.arange(len(rows)), labels]
-        return labels, best
 
     def _refit(self, points: Matrix, weights: npt.NDArray[np.float64]) -> None:
         old = self._centroids if self.fitted else None
@@ -362,9 +282,9 @@ class RegionModel:
             target = transitions.setdefault((new_of[r], a), {})
             for to, n in nexts.items():
                 target[new_of[to]] = target.get(new_of[to], 0) + n
-        stats: dict[tuple[int, str], _Stats] = {}
+        stats: dict[tuple[int, str], ActionStats] = {}
         for (r, a), s in sorted(self._stats.items()):
-            merged = stats.setdefault((new_of[r], a), _Stats())
+            merged = stats.setdefault((new_of[r], a), ActionStats())
             merged.n += s.n
             merged.reward_sum += s.reward_sum
             merged.successes += s.successes
@@ -372,21 +292,3 @@ class RegionModel:
         if self._last_state is not None:
             self._last_state = new_of[self._last_state]
         self._pending = [(new_of[r], acts, rw, ok) for r, acts, rw, ok in self._pending]
-
-    def _check_region(self, region: int, field: str) -> None:
-        if isinstance(region, bool) or not isinstance(region, int | np.integer) or not (
-                0 <= region < self.n_regions):
-            raise ValidationError(f"no region {region!r} (the model has {self.n_regions})",
-                                  field=field)
-
-    @staticmethod
-    def _check_query(region: int) -> None:
-        if isinstance(region, bool) or not isinstance(region, int | np.integer) or region < 0:
-            raise ValidationError(f"must be a region id (int >= 0), got {region!r}",
-                                  field="region")
-
-
-def _action(action_type: object) -> str:
-    if not isinstance(action_type, str) or not action_type.strip():
-        raise ValidationError("must be a non-empty string", field="action_type")
-    return action_type.strip().lower()

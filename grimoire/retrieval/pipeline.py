@@ -41,7 +41,9 @@ its ancestors, the weights used, and ``ms``: each stage's wall time.
 The stages live in small modules: ``pipeline_params`` (validation),
 ``pipeline_sources`` (backends), ``pipeline_records`` (record caches),
 ``pipeline_pool`` (candidates, ancestors), ``pipeline_terms`` (BM25 words),
-``pipeline_log`` / ``pipeline_writes`` (what is written, and how).
+``pipeline_log`` / ``pipeline_writes`` (what is written, and how),
+``pipeline_region`` (the query's region in the curator's region MDP: the
+``region`` block and the information-only ``region_p_success`` factor).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from typing import Any
 
 from grimoire.causal import chain_for, chain_items
 from grimoire.context import Context
-from grimoire.embed import embed_one
+from grimoire.embed import Vectors, embed_one
 from grimoire.ids import new_id
 from grimoire.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.records import EntryStatus
@@ -74,6 +76,7 @@ from grimoire.retrieval.pipeline_log import LogJob, log_item, submit_log
 from grimoire.retrieval.pipeline_params import RetrieveRequest, parse_request
 from grimoire.retrieval.pipeline_pool import ancestors, backend_ranks, candidates
 from grimoire.retrieval.pipeline_records import require_event
+from grimoire.retrieval.pipeline_region import region_for
 from grimoire.retrieval.pipeline_sources import (
     Pool,
     finish_keyword,
@@ -189,6 +192,7 @@ class _Run:
     now: int
     t: int  # the instant ranked at: ``at`` or now
     pool: Pool = field(default_factory=Pool)
+    query_vector: Vectors | None = None  # the embedded query (the region look-up reuses it)
     kinds: tuple[str, ...] = ()
     k: int = 0
     decision: RetrievalDecision | None = None
@@ -217,7 +221,7 @@ def _gather(ctx: Context, run: _Run) -> None:
     # The keyword and graph backends need no query vector: they run in the read pool while
     # the model embeds (measured: p50 21.5 ms against 24.2 ms when started after it).
     keyword = start_keyword(ctx, req, req.kinds)
-    q = embed_one(ctx.embedder, req.query)
+    q = run.query_vector = embed_one(ctx.embedder, req.query)
     started = run.lap("embed", started)
     run.kinds, run.k = req.kinds, req.k
     if "entry" in run.kinds or req.mode == "auto":
@@ -268,6 +272,9 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     req, scores, factors = run.req, run.scores, run.factors
     started = time.perf_counter()
     fitted = fit([run.cands[i] for i in run.chosen], req.max_tokens, token_counter(ctx))
+    region = region_for(ctx, run.query_vector,
+                        [f.item.id for f in fitted if f.item.kind == "entry"],
+                        run.pool.entries, factors)
     baseline = {name: round(sum(f[name]["value"] for f in factors.values()) / len(factors), 6)
                 for name in FACTORS} if factors else {}
     context = {"regime": None if req.regime is None else req.regime.value,
@@ -293,6 +300,8 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
                   "weights": run.weights, "graph": run.pool.graph,
                   "contrarian": run.contrarian, "at": req.at, "ms": run.ms},
     }
+    if region is not None:
+        result["region"] = region
     if run.decision is not None:
         result["decision"] = {"mode": run.decision.mode.value, "k": run.decision.k,
                               "kinds": list(run.decision.kinds), "reason": run.decision.reason}
