@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -14,11 +15,14 @@ from grimoire.config import LLMConfig
 from grimoire.errors import LLMError
 from grimoire.llm import ChatClient, make_llm, parse_json_answer
 
+SLOW = 0
+SLOW_SECONDS = 1.0
+
 
 class StubHandler(BaseHTTPRequestHandler):
     """Answers like an OpenAI-compatible server; a script of status codes drives failures."""
 
-    script: ClassVar[list[int]] = []
+    script: ClassVar[list[int]] = []  # HTTP statuses to answer with; SLOW: sleep, then 200
     seen: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
@@ -27,6 +31,9 @@ class StubHandler(BaseHTTPRequestHandler):
         StubHandler.seen.append({"path": self.path, "body": body,
                                  "auth": self.headers.get("Authorization")})
         status = StubHandler.script.pop(0) if StubHandler.script else 200
+        if status == SLOW:
+            time.sleep(SLOW_SECONDS)  # longer than the client's timeout below
+            status = 200
         if status != 200:
             self.send_response(status)
             self.end_headers()
@@ -96,6 +103,20 @@ def test_client_errors_are_not_retried(stub: str) -> None:
     with pytest.raises(LLMError, match="HTTP 400"):
         client.complete([{"role": "user", "content": "hi"}])
     assert len(StubHandler.seen) == 1
+
+
+def test_a_reply_slower_than_the_timeout_is_retried_within_the_bound(stub: str) -> None:
+    """A stalled server costs at most (retries + 1) timeouts, then a clear LLMError; a
+    stall followed by a prompt answer succeeds on the retry."""
+    client = ChatClient(stub, "tiny", retries=1, timeout_s=0.2, sleep=lambda s: None)
+    StubHandler.script = [SLOW, SLOW]
+    with pytest.raises(LLMError, match="timed out"):
+        client.complete([{"role": "user", "content": "hi"}])
+    assert len(StubHandler.seen) == 2
+    assert client.stats.retries == 1 and client.stats.failures == 1
+    StubHandler.script = [SLOW]
+    assert "hi again" in client.complete([{"role": "user", "content": "hi again"}])
+    assert client.stats.retries == 2 and client.stats.failures == 1
 
 
 def test_unreachable_endpoint_fails_after_retries() -> None:
