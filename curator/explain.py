@@ -87,7 +87,8 @@ def _admissions(ctx: Context, entry: GrimoireEntry) -> list[dict[str, Any]]:
     records = ctx.semantic.list_admissions(since=entry.created_at,
                                            limit=MAX_ADMISSIONS_SCANNED)
     return [{"at": r.decided_at, "decision": r.decision, "composite": round(r.composite, 4),
-             "factors": {k: round(v, 4) for k, v in r.factors.items()}}
+             "factors": {k: round(v, 4) for k, v in r.factors.items()},
+             "off_topic": r.off_topic, "reasons": list(r.reasons)}
             for r in reversed(records) if r.entry_id == entry.id]
 
 
@@ -204,7 +205,8 @@ def render_text(data: Mapping[str, Any]) -> str:
         for a in data["admission"]:
             factors = ", ".join(f"{k} {v:.2f}" for k, v in a["factors"].items())
             lines.append(f"  {_when(a['at'])}  {a['decision']} (composite {a['composite']:.3f}: "
-                         f"{factors})")
+                         f"{factors})" + (" [off-topic]" if a.get("off_topic") else ""))
+            lines.extend(f"    - {reason}" for reason in a.get("reasons", ()))
     if data["history"]:
         lines += ["", "Curator history:"]
         for h in data["history"]:

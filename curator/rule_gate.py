@@ -83,7 +83,8 @@ def admit_rule(ctx: Context, rule: GrimoireEntry, vector: npt.NDArray[np.float32
             entry_id = entry.id
         ctx.semantic.log_admission(decision=decision.decision, factors=decision.factors,
                                    composite=decision.composite, candidate=entry.content,
-                                   category=entry.category.value, entry_id=entry_id, now=now)
+                                   category=entry.category.value, entry_id=entry_id, now=now,
+                                   off_topic=decision.off_topic, reasons=decision.reasons)
     return {"decision": decision.decision, "id": entry_id, **decision.to_dict(),
             "quality": quality.to_dict()}
 

@@ -215,7 +215,8 @@ def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
         entry_id = entry.id
     ctx.semantic.log_admission(decision=decision.decision, factors=decision.factors,
                                composite=decision.composite, candidate=p.content,
-                               category=p.category.value, entry_id=entry_id, now=now)
+                               category=p.category.value, entry_id=entry_id, now=now,
+                               off_topic=decision.off_topic, reasons=decision.reasons)
     result = {"decision": decision.decision, "id": entry_id, **decision.to_dict(),
               "quality": quality.to_dict()}
     log.info("admission.decision", decision=decision.decision, composite=decision.composite,

@@ -98,6 +98,26 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     assert "Episodes behind it (2 of 2 shown)" in text and "half-life 7.0 d" in text
 
 
+def test_an_off_topic_admission_is_logged_and_explained(g: Grimoire) -> None:
+    """The gate's off-topic flag (nearest stored entry below cosine 0.5) is stored with the
+    decision and its reasons, and explain shows both."""
+    g.entry_add(category="insight", content="Gas averages 6 gwei between 02:00 and 04:00 UTC "
+                "(vs 24 gwei otherwise; 40 episodes).")
+    added = g.entry_add(category="warning", content="Avoid lunar eclipse tours when "
+                        "coastal estuary tides exceed 3 metres: 4 of 5 boats ran aground.")
+    assert added["off_topic"] is True
+    (record,) = [r for r in g.context.semantic.list_admissions()
+                 if r.candidate.startswith("Avoid lunar")]
+    assert record.off_topic and any("off-topic" in reason for reason in record.reasons)
+    assert record.decision == added["decision"] == "admitted"
+    data = g.entry_explain(added["id"])
+    assert data["admission"][0]["off_topic"] is True
+    assert "[off-topic]" in data["text"] and "off-topic" in data["text"].split("[off-topic]")[1]
+    (on_topic,) = [r for r in g.context.semantic.list_admissions()
+                   if r.candidate.startswith("Gas averages")]
+    assert not on_topic.off_topic
+
+
 def test_derived_rules_parents_children_and_archived_entries(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM, confidence=0.9)

@@ -122,6 +122,39 @@ def test_a_new_migration_is_applied_and_recorded(
     assert _user_version(path) == semantic_schema.SCHEMA_VERSION
 
 
+def test_a_version_2_store_keeps_its_admission_log_through_migration_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 3 adds the gate's off-topic flag and reasons to admission_log: decisions
+    logged before it read as not flagged with no reasons; new ones keep both."""
+    path = tmp_path / "s.sqlite"
+    monkeypatch.setattr(semantic_schema, "MIGRATIONS", semantic_schema.MIGRATIONS[:2])
+    monkeypatch.setattr(semantic_schema, "SCHEMA_VERSION", 2)
+    open_store(path).close()
+    conn = connect(path)
+    conn.execute(
+        "INSERT INTO admission_log (decided_at, decision, future_utility, factual_confidence, "
+        "semantic_novelty, temporal_recency, content_type_prior, composite, candidate, "
+        "category, entry_id) VALUES (5, 'admitted', .5, .5, .5, .5, .5, .5, 'old', 'insight', "
+        "'e1')")
+    conn.close()
+    monkeypatch.undo()
+    assert _user_version(path) == 2
+    with open_store(path) as store:
+        (old,) = store.list_admissions()
+        assert (old.candidate, old.off_topic, old.reasons) == ("old", False, ())
+        factors = dict.fromkeys(old.factors, 0.4)
+        store.log_admission(decision="rejected", factors=factors, composite=0.4,
+                            candidate="moon soon", off_topic=True,
+                            reasons=("off-topic: nearest entry at cosine 0.12 < 0.5",))
+        with pytest.raises(ValidationError, match="reasons"):
+            store.log_admission(decision="rejected", factors=factors, composite=0.4,
+                                candidate="x", reasons="not a list")  # type: ignore[arg-type]
+        new, _ = store.list_admissions()
+        assert new.off_topic and new.reasons == ("off-topic: nearest entry at cosine 0.12 < 0.5",)
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION == 3
+
+
 def test_open_rejects_a_nonsense_dimension(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="dim"):
         open_store(tmp_path / "s.sqlite", dim=0)

@@ -115,14 +115,16 @@ class SemanticBase:
     def log_admission(
         self, *, decision: str, factors: Mapping[str, float], composite: float,
         candidate: str, category: str | None = None, entry_id: str | None = None,
-        now: int | None = None,
+        now: int | None = None, off_topic: bool = False, reasons: Sequence[str] = (),
     ) -> int:
-        """Record an admission-gate decision with its five factors; returns the row id."""
+        """Record an admission-gate decision with its five factors, the off-topic flag and
+        the gate's reasons; returns the row id."""
         at = self._now(now)
         with self._write("log_admission") as conn:
             return logs.log_admission(conn, decision=decision, factors=factors,
                                       composite=composite, candidate=candidate,
-                                      category=category, entry_id=entry_id, now=at)
+                                      category=category, entry_id=entry_id, now=at,
+                                      off_topic=off_topic, reasons=reasons)
 
     def list_admissions(self, *, since: int | None = None,
                         limit: int | None = 100) -> list[AdmissionRecord]:

@@ -89,9 +89,15 @@ def _opt_text(value: object, field: str, limit: int = 256) -> str | None:
 def log_admission(
     conn: apsw.Connection, *, decision: str, factors: Mapping[str, float], composite: float,
     candidate: str, category: str | None, entry_id: str | None, now: int,
+    off_topic: bool = False, reasons: Sequence[str] = (),
 ) -> int:
-    """Record one gate decision with its five factor values; return the log row id."""
+    """Record one gate decision with its five factor values, the off-topic flag and the
+    gate's reasons; return the log row id."""
     _choice(decision, ADMISSION_DECISIONS, "decision")
+    if not isinstance(off_topic, bool):
+        raise ValidationError(f"must be a boolean, got {off_topic!r}", field="off_topic")
+    if isinstance(reasons, str) or not all(isinstance(r, str) for r in reasons):
+        raise ValidationError("must be a list of strings", field="reasons")
     if not isinstance(factors, Mapping) or set(factors) != set(ADMISSION_FACTORS):
         raise ValidationError(f"must have exactly the keys {', '.join(ADMISSION_FACTORS)}",
                               field="factors")
@@ -99,10 +105,10 @@ def log_admission(
     conn.execute(
         "INSERT INTO admission_log (decided_at, decision, future_utility, factual_confidence, "
         "semantic_novelty, temporal_recency, content_type_prior, composite, candidate, "
-        "category, entry_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "category, entry_id, off_topic, reasons) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (now, decision, *values, _unit(composite, "composite"),
          _text(candidate, "candidate", 32_000), _opt_text(category, "category"),
-         _opt_text(entry_id, "entry_id")),
+         _opt_text(entry_id, "entry_id"), int(off_topic), json.dumps(list(reasons))),
     )
     return conn.last_insert_rowid()
 
@@ -112,13 +118,13 @@ def list_admissions(
 ) -> list[AdmissionRecord]:
     rows = conn.execute(
         "SELECT id, decided_at, decision, future_utility, factual_confidence, semantic_novelty, "
-        "temporal_recency, content_type_prior, composite, candidate, category, entry_id "
-        "FROM admission_log WHERE decided_at >= ? ORDER BY id DESC LIMIT ?",
+        "temporal_recency, content_type_prior, composite, candidate, category, entry_id, "
+        "off_topic, reasons FROM admission_log WHERE decided_at >= ? ORDER BY id DESC LIMIT ?",
         (since or 0, -1 if limit is None else limit),
     )
     return [
         AdmissionRecord(r[0], r[1], r[2], dict(zip(ADMISSION_FACTORS, r[3:8], strict=True)),
-                        r[8], r[9], r[10], r[11])
+                        r[8], r[9], r[10], r[11], bool(r[12]), tuple(json.loads(r[13])))
         for r in rows
     ]
 

@@ -216,8 +216,16 @@ CREATE TABLE entity_mentions (
 CREATE INDEX entity_mentions_recent ON entity_mentions (entity, recorded_at DESC);
 """
 
+# The gate's off-topic flag and its reasons beside each decision (SPEC §5 flags a candidate
+# unlike everything stored; the flag was returned to the caller and then lost). Rows from
+# before the migration read as not flagged, with no reasons.
+_V3 = """
+ALTER TABLE admission_log ADD COLUMN off_topic INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE admission_log ADD COLUMN reasons TEXT NOT NULL DEFAULT '[]';
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -210,6 +210,8 @@ class AdmissionRecord:
     candidate: str
     category: str | None
     entry_id: str | None
+    off_topic: bool = False  # nearest stored neighbour below the off-topic line (SPEC §5)
+    reasons: tuple[str, ...] = ()  # the gate's own words for its decision
 
 
 @dataclass(frozen=True, slots=True)
