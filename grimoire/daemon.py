@@ -63,13 +63,17 @@ REPEAT_DEBOUNCE_S = 0.5
 class AcceleratedClock:
     """Unix ms that advance ``speed`` times faster than the monotonic clock from ``start_ms``."""
 
-    def __init__(self, start_ms: int, speed: float) -> None:
+    def __init__(self, start_ms: int, speed: float,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        if not speed > 0:
+            raise ValueError("speed must be > 0")
         self.start_ms = int(start_ms)
         self.speed = float(speed)
-        self._mono0 = time.monotonic()
+        self._monotonic = monotonic
+        self._mono0 = monotonic()
 
     def __call__(self) -> int:
-        return self.start_ms + int((time.monotonic() - self._mono0) * 1000 * self.speed)
+        return self.start_ms + int((self._monotonic() - self._mono0) * 1000 * self.speed)
 
 
 class TickSchedule:

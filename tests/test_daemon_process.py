@@ -353,3 +353,23 @@ def test_the_readme_main_command_writes_a_real_playbook(root: Path) -> None:
     text = playbook.read_text(encoding="utf-8")
     assert text.startswith("---\nplaybook_format: 1\ntick: 50\n")
     assert "# PLAYBOOK" in text and "## Global" in text
+
+
+def test_accelerated_time_never_runs_backwards_across_restarts(root: Path) -> None:
+    """At --speed 6000 a run ends hours of simulated time ahead of the wall clock; the next
+    run starts from the last stored tick, not from the wall clock, so tick times only grow."""
+    from grimoire import Grimoire
+    from grimoire.embed import HashEmbedder
+
+    data = root / "data"
+    last: list[int] = []
+    for _ in range(2):
+        proc = start_daemon(data, "--feed", "none", "--speed", "6000", "--tick-seconds", "60",
+                            "--max-ticks", "3")
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        with Grimoire.open(data, embedder=HashEmbedder(dim=384, model_id="hash-384")) as g:
+            last.append(int(g.context.semantic.get_meta("last_tick_ms")))
+    wall = int(time.time() * 1000)
+    assert last[0] > wall + 600_000  # the first run really ran ahead (> 10 simulated min)
+    assert last[1] > last[0]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.context import Context
-from grimoire.daemon import Daemon, TickSchedule, open_feed
+from grimoire.daemon import AcceleratedClock, Daemon, TickSchedule, open_feed
 from grimoire.embed import HashEmbedder
 from grimoire.errors import BusyError
 from grimoire.feeds import NoneFeed, make_feed
@@ -278,6 +278,20 @@ def test_a_curator_tick_in_the_daemon_succeeds_and_is_logged(
         (event,) = [e for e in logs if e["event"] == "heartbeat.curator"]
         assert event["tick"] == summary["tick"] == 1 and event["cycle"] == 1
         assert g.context.config.playbook_path.exists()
+
+
+def test_accelerated_clock_runs_speed_times_faster_from_its_start() -> None:
+    """--speed: simulated unix ms advance ``speed`` times the monotonic seconds elapsed,
+    from ``start_ms`` (which run_daemon raises to the last stored tick on a restart)."""
+    mono = FakeMonotonic()
+    clock = AcceleratedClock(1_000_000, 600.0, monotonic=mono)
+    assert clock() == 1_000_000
+    mono.now += 1.5
+    assert clock() == 1_000_000 + 900_000
+    clock.start_ms = 5_000_000
+    assert clock() == 5_000_000 + 900_000
+    with pytest.raises(ValueError, match="speed"):
+        AcceleratedClock(0, 0.0, monotonic=mono)
 
 
 def test_a_failing_tick_still_advances_the_schedule(g: Grimoire) -> None:
