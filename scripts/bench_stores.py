@@ -12,6 +12,7 @@ absolute times across runs. Nothing here asserts a timing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -109,7 +110,8 @@ def bench_episode_size(path: Path, n: int, first: bool, queries: int, dim: int,
     rate = (n - single_n) / (time.perf_counter() - t)
     store.compact()
     if first:
-        row("episode append, one per call (durable)", str(single_n), pct(single))
+        row("episode append, one per call (durable)", str(single_n), pct(single),
+            "fsync " + pct(fsync_floor(path.parent / "floor.jsonl", eps[:single_n])))
     row("episode append, batches of 1000", str(n), f"{rate:,.0f} rows/s")
     qs = unit_vectors(queries, dim, rng)
     search = timed(lambda i: store.search(qs[i], 10), queries)
@@ -135,6 +137,21 @@ def entry(i: int, rng: np.random.Generator, now: int) -> GrimoireEntry:
         created_at=now, last_accessed_at=now)
 
 
+def fsync_floor(path: Path, eps: list[Episode]) -> list[float]:
+    """The least a durable single append can cost: the episode's JSON appended to a file
+    and fsync'd, nothing else (no schema, no index, no embedding)."""
+    lines = [(json.dumps(e.to_dict()) + "\n").encode() for e in eps]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        def write(i: int) -> None:
+            os.write(fd, lines[i])
+            os.fsync(fd)
+        return timed(write, len(lines))
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
 def bench_entry_size(path: Path, n: int, queries: int, dim: int,
                      rng: np.random.Generator) -> None:
     clock = FrozenClock()
@@ -153,7 +170,8 @@ def bench_entry_size(path: Path, n: int, queries: int, dim: int,
     row("entry KNN top-10 (numpy mirror)", str(n),
         pct(timed(lambda i: store.knn(qs[i], 10), queries)), "numpy " + pct(floor))
     row("entry KNN top-10 (vec0)", str(n),
-        pct(timed(lambda i: store.knn(qs[i], 10, source="vec0"), min(queries, 50))))
+        pct(timed(lambda i: store.knn(qs[i], 10, source="vec0"), min(queries, 50))),
+        "numpy " + pct(floor))
     words = [text(rng, 3) for _ in range(queries)]
     row("entry BM25 top-10 (FTS5)", str(n),
         pct(timed(lambda i: store.bm25(words[i], 10), queries)))
