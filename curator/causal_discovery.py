@@ -49,7 +49,8 @@ _RATED = frozenset({Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL})
 
 
 class KGLink(NamedTuple):
-    """A link the knowledge graph asserts between two event types, with its evidence count."""
+    """A link asserted between two event types (the agent's causal.link or causal hints, or
+    the knowledge graph), with how many times it was asserted."""
 
     cause: str
     effect: str

@@ -19,10 +19,22 @@ cycle nets them once per cycle (``decay.net_votes``) and clears the key.
 
 Runs on the caller's thread (the heartbeat, or a curator phase); every write
 goes to the writer thread in its own short job, so the agent's writes never
-wait for a whole distillation. Knowledge-graph links are not passed to causal
-discovery: the graph holds on-chain entities (pools, tokens, contracts), not
-episode event types, and there is no mapping between the two that would not
-be invented.
+wait for a whole distillation.
+
+Asserted links count as support for causal discovery (``asserted_links``):
+the edges of the causal graph (the semantic store's ``causal_edges``) that
+someone asserted between two episodes, i.e. kind ``explicit`` (the agent's
+``causal.link`` and write-time ``causal_hint``) and ``kg`` (derived from the
+knowledge graph). Each asserted (cause, effect) episode pair counts once
+under the event labels of its two ends (``event_key``, the labels discovery
+counts in), if the effect is in the window, the cause precedes it by at most
+``causal_lag_ms`` (the lag the claim states) and both ends carry a label.
+Edges of kind ``discovered`` do not count: discovery wrote them from its own
+findings, so counting them would feed a link its own output. Nor do ``auto``
+edges: similarity-based auto-linking guesses, it does not assert. The LMDB
+knowledge graph itself is not read: it holds on-chain entities (pools,
+tokens, contracts), not episode event types, and there is no mapping between
+the two that would not be invented.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from typing import Any
 import structlog
 
 from curator import change_points
-from curator.causal_discovery import default_event_key, discover_links
+from curator.causal_discovery import EventKey, KGLink, default_event_key, discover_links
 from curator.change_points import without_straddling
 from curator.distiller import distill as run_distiller
 from curator.learn_apply import apply_operations
@@ -45,10 +57,10 @@ from grimoire.config import DistillerConfig
 from grimoire.context import Context
 from grimoire.decay import effective_confidence
 from grimoire.records import EntryStatus, Episode, EpisodeType
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic_types import EdgeKind, EntryFilter
 
-__all__ = ["LEARN_STATS_KEY", "VOTES_KEY", "distill", "event_key", "existing_claims",
-           "record_votes", "strategy_window"]
+__all__ = ["LEARN_STATS_KEY", "VOTES_KEY", "asserted_links", "distill", "event_key",
+           "existing_claims", "record_votes", "strategy_window"]
 
 log = structlog.get_logger()
 
@@ -57,6 +69,12 @@ LEARN_STATS_KEY = "learn_stats"
 # quarantine a copy every run); an archived one may come back through the gate.
 _LIVE = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED, EntryStatus.QUARANTINED)
 _WINDOW_GROWTH = 4  # global window: look back at most this many times further, doubling
+# Edge kinds that assert a link; DISCOVERED (discovery's own output) and AUTO (a similarity
+# guess) are left out, see the module docstring.
+ASSERTED_KINDS = (EdgeKind.EXPLICIT, EdgeKind.KG)
+_MAX_FETCHED_CAUSES = 256  # cause episodes outside the window read per run, at most
+_LOOKUPS = 64  # labelled window episodes looked up one by one; more: one scan (_asserted_into)
+_SCAN_EDGES = 2048  # asserted edges read in one scan; more: one look-up per window episode
 
 
 def strategy_window(ctx: Context, strategy: str | None, n: int) -> list[Episode]:
@@ -84,7 +102,7 @@ def existing_claims(ctx: Context, strategy: str | None, now: int) -> list[Existi
             for e in entries if e.claim is not None]
 
 
-def event_key(cfg: DistillerConfig) -> Any:
+def event_key(cfg: DistillerConfig) -> EventKey:
     """The event label causal discovery uses: regime shifts by target regime if configured."""
     def key(episode: Episode) -> str | None:
         if (cfg.causal_regime_targets and episode.type is EpisodeType.REGIME_SHIFT
@@ -94,11 +112,75 @@ def event_key(cfg: DistillerConfig) -> Any:
     return key
 
 
-def _rule_ops(episodes: list[Episode], existing: list[ExistingClaim], cfg: DistillerConfig,
-              strategy: str | None) -> list[Operation]:
+def asserted_links(ctx: Context, episodes: list[Episode], key: EventKey,
+                   lag_ms: int) -> list[KGLink]:
+    """Asserted causal edges into the window's episodes, counted per (cause, effect) label.
+
+    Edges of ``ASSERTED_KINDS`` whose effect is a labelled episode of the
+    window (``_asserted_into``); the cause episodes outside the window are read
+    one by one (the store has no batch get), at most ``_MAX_FETCHED_CAUSES`` of
+    them, those of the newest effects first. Edges whose cause is not an
+    episode (an entry id) are skipped, as are edges whose cause does not
+    precede its effect by 0 to ``lag_ms`` (the claim says "within lag"). A
+    pair asserted under two kinds counts once.
+    """
+    by_id = {ep.id: ep for ep in episodes}
+    edges = _asserted_into(ctx, by_id, key, lag_ms)
+    missing = [cause for cause in dict.fromkeys(c for c, _ in edges) if cause not in by_id]
+    for cause_id in missing[:_MAX_FETCHED_CAUSES]:
+        cause = ctx.episodes.get(cause_id)
+        if cause is not None:
+            by_id[cause_id] = cause
+    counted: set[tuple[str, str]] = set()
+    counts: dict[tuple[str, str], int] = {}
+    for cause_id, effect in edges:
+        cause = by_id.get(cause_id)
+        if cause is None or (cause_id, effect.id) in counted:
+            continue
+        if not 0 <= effect.timestamp - cause.timestamp <= lag_ms:
+            continue
+        label_a, label_b = key(cause), key(effect)
+        if label_a is None or label_b is None or label_a == label_b:
+            continue
+        counted.add((cause_id, effect.id))
+        counts[(label_a, label_b)] = counts.get((label_a, label_b), 0) + 1
+    if edges:
+        log.debug("learn.asserted_links", edges=len(edges), counted=len(counted),
+                  fetched=min(len(missing), _MAX_FETCHED_CAUSES), pairs=len(counts))
+    return [KGLink(a, b, n) for (a, b), n in sorted(counts.items())]
+
+
+def _asserted_into(ctx: Context, window: Mapping[str, Episode], key: EventKey,
+                   lag_ms: int) -> list[tuple[str, Episode]]:
+    """(cause id, effect episode) of the asserted edges into ``window``, newest effect first.
+
+    An indexed ``edges_to`` per labelled episode costs ~70 µs; a scan of the
+    causal graph for the asserted kinds ~0.1-0.3 µs per stored edge (of any
+    kind). A window with few labelled episodes (most are observations) looks
+    them up; a larger one scans once, while the graph holds at most
+    ``_SCAN_EDGES`` asserted edges (beyond that, look-ups again: bounded by
+    the window, not by the graph).
+    """
+    labelled = [i for i, ep in window.items() if key(ep) is not None]
+    scanned = (ctx.semantic.list_edges(kinds=ASSERTED_KINDS, limit=_SCAN_EDGES + 1)
+               if len(labelled) > _LOOKUPS else [])
+    if len(labelled) > _LOOKUPS and len(scanned) <= _SCAN_EDGES:
+        edges = [e for e in scanned if e.effect_id in window]
+    else:
+        edges = [e for i in labelled for e in ctx.semantic.edges_to(i, kinds=ASSERTED_KINDS)]
+    out = [(e.cause_id, window[e.effect_id]) for e in edges
+           if e.lag_ms is None or e.lag_ms <= lag_ms]  # the stored lag: a cheap pre-filter
+    out.sort(key=lambda pair: (-pair[1].timestamp, pair[1].id, pair[0]))
+    return out
+
+
+def _rule_ops(ctx: Context, episodes: list[Episode], existing: list[ExistingClaim],
+              cfg: DistillerConfig, strategy: str | None) -> list[Operation]:
     ops = run_distiller(episodes, existing, cfg, strategy=strategy)
-    ops.extend(discover_links(episodes, existing, cfg, strategy=strategy,
-                              event_key=event_key(cfg)))
+    key = event_key(cfg)
+    links = asserted_links(ctx, episodes, key, int(cfg.causal_lag_ms))
+    ops.extend(discover_links(episodes, existing, cfg, strategy=strategy, event_key=key,
+                              kg_links=links))
     return ops
 
 
@@ -120,7 +202,7 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
     episodes = strategy_window(ctx, strategy, cfg.window_episodes)
     existing = existing_claims(ctx, strategy, now)
     read = time.perf_counter()
-    ops = _rule_ops(episodes, existing, cfg, strategy)
+    ops = _rule_ops(ctx, episodes, existing, cfg, strategy)
     learned = time.perf_counter()
 
     from curator.llm_paths import paths_of  # the LLM is optional; import only its holder

@@ -201,8 +201,9 @@ def _causal_core(claim: Claim, evidence: Mapping[str, Any]) -> str:
     if followed == 0 and isinstance(kg, int) and kg > 0:
         seen = (f": 0 of {occurrences} were followed within {within}"
                 if isinstance(occurrences, int) and occurrences else "")
-        return (f"the knowledge graph asserts that {cause} leads to {effect} "
-                f"({kg} observations); recent episodes do not show it yet{seen}")
+        return (f"{cause} leads to {effect} by {kg} explicit assertion{'s' * (kg != 1)} "
+                f"(causal links the agent or the knowledge graph stated); recent episodes "
+                f"do not show it yet{seen}")
     if isinstance(followed, int) and isinstance(occurrences, int) and occurrences > 0:
         text += (f": {followed} of {occurrences} times ({_percent(claim.effect)} vs "
                  f"{_percent(claim.baseline)} for any {within} window)")
@@ -213,10 +214,11 @@ def _causal_core(claim: Claim, evidence: Mapping[str, Any]) -> str:
 
 
 def render_causal(claim: Claim, evidence: Mapping[str, Any] | None = None) -> str:
-    """The sentence for a causal link found in episodes and/or asserted by the knowledge graph."""
+    """The sentence for a causal link found in episodes and/or asserted explicitly (the
+    agent's causal.link and causal hints, or the knowledge graph)."""
     ev = evidence or {}
     text = _capital(_causal_core(claim, ev))
     kg = ev.get("kg_evidence")
     if isinstance(kg, int) and kg > 0 and ev.get("followed") != 0:
-        text += f"; the knowledge graph asserts this link ({kg} observations)"
+        text += f"; asserted explicitly {'once' if kg == 1 else f'{kg} times'}"
     return text + "."

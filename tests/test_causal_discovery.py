@@ -117,7 +117,7 @@ def test_knowledge_graph_links_count_as_support() -> None:
     op = ops[0]
     assert op.claim.target == "event:action:swap:negative" and op.claim.support == 4
     assert op.evidence["kg_confirmed"] is True and op.evidence["kg_evidence"] == 4
-    assert "the knowledge graph asserts" in op.content.lower()
+    assert "by 4 explicit assertions" in op.content
     # with too little evidence nothing is proposed
     assert discover_links(episodes, [], CFG, strategy=None,
                           kg_links=[("oracle_update", "action:swap:negative", 2)]) == []
@@ -128,7 +128,7 @@ def test_kg_evidence_adds_to_episode_support() -> None:
                          kg_links=[("regime_shift", "clade_alert", 5)])
     assert len(ops) == 1
     assert ops[0].claim.support == ops[0].evidence["followed"] + 5
-    assert "knowledge graph asserts this link (5 observations)" in ops[0].content
+    assert "asserted explicitly 5 times" in ops[0].content
 
 
 def test_episodes_overrule_a_contradicted_kg_link() -> None:
