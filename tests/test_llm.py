@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from grimoire.config import LLMConfig
 from grimoire.errors import LLMError
 from grimoire.llm import ChatClient, make_llm, parse_json_answer
+from tests.llm_stub import fail, read_request, reply, serve
 
 SLOW = 0
 SLOW_SECONDS = 1.0
@@ -26,8 +26,7 @@ class StubHandler(BaseHTTPRequestHandler):
     seen: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        body = json.loads(self.rfile.read(length))
+        body = read_request(self)
         StubHandler.seen.append({"path": self.path, "body": body,
                                  "auth": self.headers.get("Authorization")})
         status = StubHandler.script.pop(0) if StubHandler.script else 200
@@ -35,19 +34,10 @@ class StubHandler(BaseHTTPRequestHandler):
             time.sleep(SLOW_SECONDS)  # longer than the client's timeout below
             status = 200
         if status != 200:
-            self.send_response(status)
-            self.end_headers()
+            fail(self, status)
             return
         last = body["messages"][-1]["content"]
-        answer = {"choices": [{"message": {"role": "assistant",
-                                           "content": f'{{"echo": {json.dumps(last)}}}'}}],
-                  "usage": {"prompt_tokens": 11, "completion_tokens": 5}}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, f'{{"echo": {json.dumps(last)}}}', prompt_tokens=11, completion_tokens=5)
 
     def log_message(self, *args: Any) -> None:
         return
@@ -57,12 +47,8 @@ class StubHandler(BaseHTTPRequestHandler):
 def stub() -> Iterator[str]:
     StubHandler.script = []
     StubHandler.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serve(StubHandler) as url:
+        yield url
 
 
 def test_no_base_url_means_no_client() -> None:

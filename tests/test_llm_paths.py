@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +36,7 @@ from tests.learn_support import (
     run_sim,
     write,
 )
+from tests.llm_stub import fail, read_request, reply, serve
 
 NOW = T0 + 3 * MS_PER_DAY
 GAS_CLAIM = {"condition": {"hour_window": [2, 4]}, "target": "metric:gas_gwei",
@@ -53,21 +53,12 @@ class Stub(BaseHTTPRequestHandler):
     prompts: ClassVar[list[str]] = []
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][-1]["content"]
+        prompt = read_request(self)["messages"][-1]["content"]
         Stub.prompts.append(prompt)
         if Stub.mode == "down":
-            self.send_response(503)
-            self.end_headers()
+            fail(self, 503)
             return
-        data = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                    "content": self.answer(prompt)}}],
-                           "usage": {"prompt_tokens": 40, "completion_tokens": 8}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, self.answer(prompt))
 
     @staticmethod
     def answer(prompt: str) -> str:
@@ -92,12 +83,8 @@ class Stub(BaseHTTPRequestHandler):
 def stub() -> Iterator[str]:
     Stub.mode, Stub.claims, Stub.prompts = "ok", [], []
     Stub.causal = "Yes: the whale's transfer moved the market into high volatility."
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serve(Stub) as url:
+        yield url
 
 
 @pytest.fixture

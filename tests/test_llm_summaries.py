@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,6 +35,7 @@ from grimoire.grimoire import Grimoire
 from grimoire.llm import ChatClient
 from grimoire.records import GrimoireEntry
 from tests.learn_support import open_grimoire
+from tests.llm_stub import fail, read_request, reply, serve
 from tests.test_curator_support import finish_cycle, hour, start_cycle, swap, write
 
 # Six eth-dca swaps: 2 positive, 4 negative, gain -5 to 5 (total -10); the answer restates them.
@@ -52,21 +52,12 @@ class Stub(BaseHTTPRequestHandler):
     prompts: ClassVar[list[str]] = []
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][-1]["content"]
+        prompt = read_request(self)["messages"][-1]["content"]
         Stub.prompts.append(prompt)
         if Stub.mode == "down" and SUMMARY_TASK in prompt:
-            self.send_response(503)
-            self.end_headers()
+            fail(self, 503)
             return
-        data = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                    "content": self.answer(prompt)}}],
-                           "usage": {"prompt_tokens": 50, "completion_tokens": 20}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, self.answer(prompt), prompt_tokens=50, completion_tokens=20)
 
     @staticmethod
     def answer(prompt: str) -> str:
@@ -88,12 +79,8 @@ class Stub(BaseHTTPRequestHandler):
 @pytest.fixture
 def stub() -> Iterator[str]:
     Stub.mode, Stub.prompts = "ok", []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serve(Stub) as url:
+        yield url
 
 
 CHANGES = {"curator.l2_every_cycles": 2, "curator.write_batch": 8}

@@ -14,11 +14,6 @@ from tests.retrieve_support import ids, open_grimoire, put_entry
 
 
 @pytest.fixture
-def clock() -> FrozenClock:
-    return FrozenClock()
-
-
-@pytest.fixture
 def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
     with open_grimoire(tmp_path / "d", clock) as opened:
         yield opened
