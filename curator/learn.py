@@ -73,8 +73,6 @@ _WINDOW_GROWTH = 4  # global window: look back at most this many times further, 
 # guess) are left out, see the module docstring.
 ASSERTED_KINDS = (EdgeKind.EXPLICIT, EdgeKind.KG)
 _MAX_FETCHED_CAUSES = 256  # cause episodes outside the window read per run, at most
-_LOOKUPS = 64  # labelled window episodes looked up one by one; more: one scan (_asserted_into)
-_SCAN_EDGES = 2048  # asserted edges read in one scan; more: one look-up per window episode
 
 
 def strategy_window(ctx: Context, strategy: str | None, n: int) -> list[Episode]:
@@ -117,7 +115,7 @@ def asserted_links(ctx: Context, episodes: list[Episode], key: EventKey,
     """Asserted causal edges into the window's episodes, counted per (cause, effect) label.
 
     Edges of ``ASSERTED_KINDS`` whose effect is a labelled episode of the
-    window (``_asserted_into``); the cause episodes outside the window are read
+    window (one indexed query); the cause episodes outside the window are read
     one by one (the store has no batch get), at most ``_MAX_FETCHED_CAUSES`` of
     them, those of the newest effects first. Edges whose cause is not an
     episode (an entry id) are skipped, as are edges whose cause does not
@@ -152,22 +150,10 @@ def asserted_links(ctx: Context, episodes: list[Episode], key: EventKey,
 
 def _asserted_into(ctx: Context, window: Mapping[str, Episode], key: EventKey,
                    lag_ms: int) -> list[tuple[str, Episode]]:
-    """(cause id, effect episode) of the asserted edges into ``window``, newest effect first.
-
-    An indexed ``edges_to`` per labelled episode costs ~70 µs; a scan of the
-    causal graph for the asserted kinds ~0.1-0.3 µs per stored edge (of any
-    kind). A window with few labelled episodes (most are observations) looks
-    them up; a larger one scans once, while the graph holds at most
-    ``_SCAN_EDGES`` asserted edges (beyond that, look-ups again: bounded by
-    the window, not by the graph).
-    """
+    """(cause id, effect episode) of the asserted edges into ``window``'s labelled episodes
+    (observations carry no label), newest effect first."""
     labelled = [i for i, ep in window.items() if key(ep) is not None]
-    scanned = (ctx.semantic.list_edges(kinds=ASSERTED_KINDS, limit=_SCAN_EDGES + 1)
-               if len(labelled) > _LOOKUPS else [])
-    if len(labelled) > _LOOKUPS and len(scanned) <= _SCAN_EDGES:
-        edges = [e for e in scanned if e.effect_id in window]
-    else:
-        edges = [e for i in labelled for e in ctx.semantic.edges_to(i, kinds=ASSERTED_KINDS)]
+    edges = ctx.semantic.edges_into(labelled, kinds=ASSERTED_KINDS)
     out = [(e.cause_id, window[e.effect_id]) for e in edges
            if e.lag_ms is None or e.lag_ms <= lag_ms]  # the stored lag: a cheap pre-filter
     out.sort(key=lambda pair: (-pair[1].timestamp, pair[1].id, pair[0]))

@@ -27,16 +27,8 @@ NOW = T0 + 3 * MS_PER_DAY
 CAUSE, EFFECT = "clade_alert", "regime_shift_to_high_vol"
 
 
-@pytest.fixture(params=["lookups", "scan", "many_asserted"])
-def g(request: pytest.FixtureRequest, tmp_path: Path, hash_embedder: HashEmbedder,
-      monkeypatch: pytest.MonkeyPatch) -> Iterator[Grimoire]:
-    """Each test on the three read paths: one edges_to per labelled episode (a small
-    window), one scan of the asserted edges (a large window), and look-ups again once the
-    graph holds more asserted edges than one scan reads."""
-    if request.param != "lookups":
-        monkeypatch.setattr(learn, "_LOOKUPS", 0)
-    if request.param == "many_asserted":
-        monkeypatch.setattr(learn, "_SCAN_EDGES", 0)
+@pytest.fixture
+def g(tmp_path: Path, hash_embedder: HashEmbedder) -> Iterator[Grimoire]:
     grimoire = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder)
     yield grimoire
     grimoire.close()

@@ -33,6 +33,21 @@ def test_upsert_inserts_then_replaces_values_keeping_created_at(store: SemanticS
     assert store.counts().causal_edges == 2
 
 
+def test_edges_into_many_effects_is_edges_to_each_in_one_query(store: SemanticStore) -> None:
+    edges = [CausalEdge("a", "x", EdgeKind.EXPLICIT, 0.9), CausalEdge("b", "x", EdgeKind.KG, 0.5),
+             CausalEdge("c", "y", EdgeKind.AUTO, 0.4), CausalEdge("a", "y", EdgeKind.EXPLICIT, 0.3),
+             CausalEdge("d", "z", EdgeKind.EXPLICIT, 1.0)]
+    for edge in edges:
+        store.upsert_edge(edge, now=1)
+    kinds = [EdgeKind.EXPLICIT, EdgeKind.KG]
+    many = store.edges_into(["x", "y", "x", "nowhere"], kinds=kinds)
+    assert many == store.edges_to("x", kinds=kinds) + store.edges_to("y", kinds=kinds)
+    assert {(e.cause_id, e.effect_id) for e in many} == {("a", "x"), ("b", "x"), ("a", "y")}
+    assert store.edges_into([]) == []
+    with pytest.raises(ValidationError, match="node_ids"):
+        store.edges_into([3])  # type: ignore[list-item]
+
+
 def test_irrelevant_outcome_edges_are_kept_but_not_walked(store: SemanticStore) -> None:
     store.upsert_edge(CausalEdge("entry-1", "ep-9", EdgeKind.IRRELEVANT, 0.5))
     store.upsert_edge(CausalEdge("entry-2", "ep-9", EdgeKind.CAUSED_FAILURE, 0.8))

@@ -419,4 +419,6 @@ def test_public_surface() -> None:
         "bump_entry_access",
         # the retrieval pipeline's cached reads: row versions for its entry cache, batch get
         "knn_versions", "get_entries",
+        # the learners' read of asserted causal edges into a window of episodes
+        "edges_into",
     }

@@ -97,6 +97,12 @@ class SemanticBase:
         with store_errors("edges_to"):
             return causal.edges_to(self._db.read(), node_id, kinds)
 
+    def edges_into(self, node_ids: Iterable[str],
+                   kinds: Collection[EdgeKind | str] | None = None) -> list[CausalEdge]:
+        """Edges into any of ``node_ids`` in one query (``edges_to`` for many effects)."""
+        with store_errors("edges_into"):
+            return causal.edges_into(self._db.read(), node_ids, kinds)
+
     def list_edges(self, kinds: Collection[EdgeKind | str] | None = None,
                    limit: int | None = None) -> list[CausalEdge]:
         with store_errors("list_edges"):

@@ -13,7 +13,7 @@ stays in apsw's statement cache.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
 import apsw
@@ -108,6 +108,25 @@ def edges_to(
         f"SELECT {_COLS} FROM causal_edges WHERE effect_id = ? "
         "AND kind IN (SELECT value FROM json_each(?)) ORDER BY weight DESC, cause_id, kind",
         (node_id, _kinds_json(kinds)),
+    )
+    return [_edge(r) for r in rows]
+
+
+def edges_into(
+    conn: apsw.Connection, node_ids: Iterable[str], kinds: Collection[EdgeKind | str] | None
+) -> list[CausalEdge]:
+    """Edges whose effect is any of ``node_ids``, in one indexed query (by effect, then
+    strongest first)."""
+    ids = list(dict.fromkeys(node_ids))
+    if not all(isinstance(i, str) for i in ids):
+        raise ValidationError("must be strings", field="node_ids")
+    if not ids:
+        return []
+    rows = conn.execute(
+        f"SELECT {_COLS} FROM causal_edges WHERE effect_id IN (SELECT value FROM json_each(?)) "
+        "AND kind IN (SELECT value FROM json_each(?)) "
+        "ORDER BY effect_id, weight DESC, cause_id, kind",
+        (json.dumps(ids), _kinds_json(kinds)),
     )
     return [_edge(r) for r in rows]
 
