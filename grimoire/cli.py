@@ -27,11 +27,11 @@ EPILOG = "methods (grimoire call METHOD JSON):\n" + "\n".join(
 )
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, json_help: str = "print raw JSON") -> None:
     p.add_argument("--config", metavar="FILE", help="YAML config file (also GRIMOIRE_CONFIG)")
     p.add_argument("--data", metavar="DIR", help="data directory (overrides data_dir)")
     p.add_argument("--socket", metavar="PATH", help="daemon socket (overrides socket_path)")
-    p.add_argument("--json", action="store_true", help="print raw JSON")
+    p.add_argument("--json", action="store_true", help=json_help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon in the foreground (systemd-friendly)",
                          description="Run the daemon: socket server plus heartbeat. SIGTERM or "
                          "SIGINT drains and exits 0; a second signal exits at once.")
-    _common(run)
+    _common(run, json_help="JSON log lines even on a terminal (the default when stdout is "
+                           "not one, e.g. under systemd)")
     run.add_argument("--feed", help="tick feed: sim | jsonl:PATH | none (default: sim)")
     run.add_argument("--scenario", metavar="FILE", help="simulator scenario YAML")
     run.add_argument("--speed", type=float, help="time acceleration for demos (e.g. 600)")
@@ -233,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
                  "daemon.speed": args.speed, "daemon.tick_seconds": args.tick_seconds,
                  "daemon.max_ticks": args.max_ticks, "log_level": args.log_level}
     config = _load(args, **overrides)
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, json=True if args.json else None)
     return run_daemon(config)
 
 

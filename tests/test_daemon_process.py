@@ -269,11 +269,12 @@ def test_the_daemon_has_no_network_sockets(root: Path) -> None:
             proc.kill()
 
 
-def test_logs_are_readable_lines_on_a_terminal(root: Path) -> None:
+def _on_a_terminal(root: Path, *args: str) -> str:
+    """What a short daemon run prints to a pseudo-terminal (colour codes removed)."""
     master, slave = pty.openpty()
     data = root / "data"
     proc = start_daemon(data, "--feed", "none", "--tick-seconds", "0.05", "--max-ticks", "3",
-                        stdout=slave)
+                        *args, stdout=slave)
     os.close(slave)
     out = b""
     try:
@@ -295,11 +296,21 @@ def test_logs_are_readable_lines_on_a_terminal(root: Path) -> None:
         os.close(master)
         if proc.poll() is None:
             proc.kill()
-    text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode(errors="replace"))
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.decode(errors="replace"))
+
+
+def test_logs_are_readable_lines_on_a_terminal(root: Path) -> None:
+    text = _on_a_terminal(root)
     lines = [line for line in text.splitlines() if "daemon.ready" in line]
     assert lines, text[-2000:]
     assert not lines[0].lstrip().startswith("{")  # a console line, not JSON
     assert "daemon.max_ticks.reached" in text
+
+
+def test_run_json_forces_json_logs_on_a_terminal(root: Path) -> None:
+    text = _on_a_terminal(root, "--json")
+    (ready,) = [line for line in text.splitlines() if "daemon.ready" in line]
+    assert json.loads(ready)["event"] == "daemon.ready"
 
 
 def test_the_real_model_serves_writes(root: Path) -> None:
