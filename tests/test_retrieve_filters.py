@@ -61,3 +61,24 @@ def test_each_backend_contributes_at_most_its_top_twenty(g: Grimoire, clock: Fro
     for name in ("vector.episode", "vector.entry", "bm25.episode", "bm25.entry"):
         assert backends[name] == 20, (name, backends)
     assert all(count <= 20 for count in backends.values()), backends
+
+
+def test_replay_utility_lifts_the_episodes_with_more_at_stake(g: Grimoire, clock: FrozenClock
+                                                              ) -> None:
+    """Mattar-Daw replay through the facade: of two equally relevant swaps, the one with the
+    larger P&L carries the larger replay utility and multiplier; an episode without a P&L
+    gets no replay factor."""
+    big = g.episode_write(text="swap WETH for USDC on uniswap", type="action",
+                          outcome="negative", gain=-480.0)["id"]
+    small = g.episode_write(text="swap WETH for USDC on uniswap again", type="action",
+                            outcome="positive", gain=12.0)["id"]
+    plain = g.episode_write(text="swap WETH for USDC on uniswap, noted")["id"]
+    clock.advance(60_000)
+    items = {i["id"]: i for i in g.retrieve(query="swap WETH USDC uniswap", kinds=["episode"],
+                                            mode="browse")["items"]}
+    assert {big, small, plain} <= set(items)
+    replay = {i: items[i]["factors"].get("replay") for i in (big, small, plain)}
+    assert replay[plain] is None
+    assert replay[big] is not None and replay[small] is not None
+    assert replay[big]["value"] > replay[small]["value"] > 0.0
+    assert replay[big]["multiplier"] > replay[small]["multiplier"] > 1.0
