@@ -38,23 +38,22 @@ from typing import Any
 
 import structlog
 
-from curator.regions import RegionModel
 from grimoire.context import Context
 from grimoire.decay import apply_vote, penalise_failure, reinforce
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
 from grimoire.records import GrimoireEntry
+from grimoire.retrieval.pipeline_region import region_model
 from grimoire.retrieval.pipeline_support import WEIGHTS_META, learned_weights, set_learned_weights
 from grimoire.retrieval.pipeline_writes import wait
 from grimoire.retrieval.rerank import FACTORS
 from grimoire.retrieval.weights import HedgeWeights
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, RetrievalRecord
 
-__all__ = ["OUTCOMES", "REGIONS_META", "outcome_report"]
+__all__ = ["OUTCOMES", "outcome_report"]
 
 log = structlog.get_logger()
 
 OUTCOMES = {"positive": 1.0, "negative": -1.0, "neutral": 0.0}
-REGIONS_META = "regions"
 _PARAMS = {"retrieval_id", "outcome", "pnl", "followed_ids"}
 
 
@@ -86,15 +85,8 @@ def _validate(params: Mapping[str, Any]) -> tuple[str, str, float | None, list[s
 def _region_quality(ctx: Context, entries: Sequence[GrimoireEntry]) -> dict[str, float]:
     """Each entry's region quality from the curator's model; neutral 0.5 without one."""
     neutral = dict.fromkeys((e.id for e in entries), 0.5)
-    stored = ctx.semantic.get_meta(REGIONS_META)
-    if stored is None or not entries:
-        return neutral
-    try:
-        model = RegionModel.from_dict(stored)
-    except ValidationError as exc:
-        log.warning("feedback.regions.unreadable", error=str(exc))
-        return neutral
-    if not model.fitted:
+    model = region_model(ctx) if entries else None  # the one retrieval reads, cached per cycle
+    if model is None:  # none stored, unreadable (logged) or not fitted yet
         return neutral
     vectors = ctx.semantic.entry_vectors([e.id for e in entries])
     out = dict(neutral)
