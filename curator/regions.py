@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from curator.kmeans import kmeans, unit
+from curator.hierarchy.kmeans import kmeans, unit
 from grimoire.config import CuratorConfig
 from grimoire.errors import ValidationError
 from grimoire.records import Episode, EpisodeType, Outcome

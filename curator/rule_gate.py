@@ -1,6 +1,6 @@
 """The admission gate for rules the curator derives from an insight (SPEC §5 applied to §8 step 3).
 
-Owns ``admit_rule``: the same gate as ``grimoire.knowledge.admit`` (the five
+Owns ``admit_rule``: the same gate as ``grimoire.methods.entry.admit`` (the five
 factors, the firewall, skip/merge, the composite thresholds, the admission
 log), with one difference: a derived rule is judged for novelty and
 agreement against *rules* (heuristics and warnings) only. Against its own
@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from grimoire.admission import Candidate, Neighbour, assess
 from grimoire.context import Context
 from grimoire.decay import apply_vote, default_decay_class, effective_confidence
 from grimoire.errors import NotFoundError
+from grimoire.gate.admission import Candidate, Neighbour, assess
+from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
-from grimoire.quality import score_quality
 from grimoire.records import (
     Category,
     EntryStatus,

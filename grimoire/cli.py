@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from grimoire import __version__
-from grimoire.api import METHODS
 from grimoire.config import Config, config_items, load_config
 from grimoire.errors import ConfigError, GrimoireError, ValidationError
+from grimoire.service.api import METHODS
 
 __all__ = ["build_parser", "main"]
 
@@ -227,8 +227,8 @@ def _render(method: str, result: Any, raw: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from grimoire.daemon import run_daemon
     from grimoire.logs import configure_logging
+    from grimoire.service.daemon import run_daemon
 
     overrides = {"daemon.feed": args.feed, "daemon.scenario": args.scenario,
                  "daemon.speed": args.speed, "daemon.tick_seconds": args.tick_seconds,
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (measured: SQLite reads 0.7-4 ms alone, 15-20 ms next to BLAS). numpy is first
     # imported below this line (by the daemon), so the setting takes effect.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from grimoire.client import Client
+    from grimoire.service.client import Client
 
     args = build_parser().parse_args(argv)
     try:

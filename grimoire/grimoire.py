@@ -59,14 +59,14 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
-    from curator import learn
-    from curator.cycle import curator_hook
-    from curator.learn_reflexion import reflexion_hook
-    from grimoire.causal import link_new_episodes
-    from grimoire.health import register_health_metrics
-    from grimoire.ingest import count_for_distillation
+    from curator.cycle.run import curator_hook
+    from curator.learn import hook as learn
+    from curator.learn.reflexion_hook import reflexion_hook
     from grimoire.mentions import record_episode_mentions
-    from grimoire.retrieval.pipeline_terms import observe_episode_terms
+    from grimoire.methods.causal import link_new_episodes
+    from grimoire.methods.episode import count_for_distillation
+    from grimoire.methods.health import register_health_metrics
+    from grimoire.retrieval.stages.terms import observe_episode_terms
 
     ctx.post_write_hooks.append(count_for_distillation)
     # Retrieval's write-time work: entity mentions (graph backend), causal hints and
@@ -79,7 +79,7 @@ def _wire(ctx: Context) -> None:
     ctx.distill_hook = learn.distill
     register_health_metrics()
     if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
-        from curator.llm_paths import install_llm_paths
+        from curator.learn.llm_paths import install_llm_paths
 
         install_llm_paths(ctx, ctx.extras["llm"])
     ctx.curator_hook = curator_hook
@@ -192,42 +192,42 @@ class Grimoire:
         }
 
     def status(self) -> dict[str, Any]:
-        from grimoire.status import status
+        from grimoire.methods.status import status
 
         return status(self._ctx)
 
     # -- episodes -------------------------------------------------------------------------
 
     def episode_write(self, **params: Any) -> dict[str, Any]:
-        from grimoire.ingest import write_episodes
+        from grimoire.methods.episode import write_episodes
 
         return {"id": write_episodes(self._ctx, [params])[0]}
 
     def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        from grimoire.ingest import write_episodes
+        from grimoire.methods.episode import write_episodes
 
         return {"ids": write_episodes(self._ctx, episodes, atomic=True)}
 
     def episode_get(self, id: str) -> dict[str, Any]:
-        from grimoire.ingest import get_episode
+        from grimoire.methods.episode import get_episode
 
         return get_episode(self._ctx, id)
 
     # -- entries --------------------------------------------------------------------------
 
     def entry_add(self, **params: Any) -> dict[str, Any]:
-        from grimoire.knowledge import add_entry
+        from grimoire.methods.entry import add_entry
 
         return add_entry(self._ctx, params)
 
     def entry_get(self, id: str) -> dict[str, Any]:
-        from grimoire.knowledge import get_entry
+        from grimoire.methods.entry import get_entry
 
         return get_entry(self._ctx, id)
 
     def entry_list(self, category: str | None = None, status: str | None = None,
                    strategy: str | None = None, limit: int = 100) -> dict[str, Any]:
-        from grimoire.knowledge import list_entries
+        from grimoire.methods.entry import list_entries
 
         return list_entries(self._ctx, category=category, status=status, strategy=strategy,
                             limit=limit)
@@ -245,65 +245,65 @@ class Grimoire:
         return retrieve(self._ctx, params)
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
-        from grimoire.feedback import outcome_report
+        from grimoire.methods.outcome import outcome_report
 
         return outcome_report(self._ctx, params)
 
     # -- knowledge graph ------------------------------------------------------------------
 
     def kg_assert(self, **params: Any) -> dict[str, Any]:
-        from grimoire.kg import kg_assert
+        from grimoire.methods.kg import kg_assert
 
         return kg_assert(self._ctx, params)
 
     def kg_invalidate(self, id: str, at: int) -> dict[str, Any]:
-        from grimoire.kg import kg_invalidate
+        from grimoire.methods.kg import kg_invalidate
 
         return kg_invalidate(self._ctx, id, at)
 
     def kg_at(self, subject: Any, block: int) -> dict[str, Any]:
-        from grimoire.kg import kg_at
+        from grimoire.methods.kg import kg_at
 
         return kg_at(self._ctx, subject, block)
 
     def kg_known_at(self, subject: Any, time: int) -> dict[str, Any]:
-        from grimoire.kg import kg_known_at
+        from grimoire.methods.kg import kg_known_at
 
         return kg_known_at(self._ctx, subject, time)
 
     def kg_neighbors(self, subject: Any, block: int, max_hops: int = 3,
                      direction: str = "out") -> dict[str, Any]:
-        from grimoire.kg import kg_neighbors
+        from grimoire.methods.kg import kg_neighbors
 
         return kg_neighbors(self._ctx, subject, block, max_hops, direction)
 
     # -- causality ------------------------------------------------------------------------
 
     def causal_link(self, **params: Any) -> dict[str, Any]:
-        from grimoire.causal import causal_link
+        from grimoire.methods.causal import causal_link
 
         return causal_link(self._ctx, params)
 
     def causal_chain(self, **params: Any) -> dict[str, Any]:
-        from grimoire.causal import causal_chain
+        from grimoire.methods.causal import causal_chain
 
         return causal_chain(self._ctx, params)
 
     # -- curator, playbook, heartbeat -----------------------------------------------------
 
     def playbook_get(self) -> dict[str, Any]:
-        from grimoire.playbook_api import playbook_get
+        from grimoire.methods.playbook import playbook_get
 
         return playbook_get(self._ctx)
 
     def curator_run(self) -> dict[str, Any]:
-        from curator.cycle import run_cycle
+        from curator.cycle.run import run_cycle
 
         return run_cycle(self._ctx)
 
     def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
              ) -> dict[str, Any]:
         """One heartbeat: write the feed's episodes, distil and curate when due."""
-        from grimoire.heartbeat import run_tick
+        from grimoire.service.heartbeat import run_tick
 
         return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)

@@ -15,7 +15,7 @@ plain insights; mixed statuses and ages). Then measures:
 Goals (the curator issue): a steady cycle at 10k episodes / 2k entries ≤ 2 s, and
 ``retrieve`` p95 during a cycle ≤ 2× idle; the table prints each beside its goal.
 
-The distil phase calls ``curator.learn.distill`` when it is installed; without it the
+The distil phase calls ``curator.learn.hook.distill`` when it is installed; without it the
 phase is skipped and the cycle time excludes the learners (the table says which).
 
 Usage (from the worktree):
@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import structlog
 
-from curator.cycle import run_cycle
-from curator.phases_learn import learn_module
+from curator.cycle.learn import learn_module
+from curator.cycle.run import run_cycle
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import Config
@@ -252,7 +252,8 @@ def main() -> None:
                 reader.stop.set()
                 reader.join()
                 during.extend(reader.latencies)
-            learners = "with curator.learn" if learn_module() else "curator.learn not installed"
+            learners = ("with curator.learn.hook" if learn_module()
+                        else "curator.learn.hook not installed")
             print(f"\ncurator cycle: {args.episodes} episodes, {args.entries} entries, "
                   f"{args.embedder} embedder, {learners} (setup {setup:.1f} s)\n")
             print("| measure | value |")

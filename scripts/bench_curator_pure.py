@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from curator.hierarchy.summaries import cluster_episodes, l1_summary
 from curator.regions import RegionModel
-from curator.summaries import cluster_episodes, l1_summary
 from grimoire.records import (
     Category,
     Claim,

@@ -33,9 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grimoire.client import Client  # noqa: E402
 from grimoire.config import Config  # noqa: E402
 from grimoire.embed import Embedder, make_embedder  # noqa: E402
+from grimoire.service.client import Client  # noqa: E402
 
 WORDS = ["gas", "fee", "swap", "bridge", "slippage", "pool", "oracle", "vault", "whale", "weth",
          "usdc", "dai", "arbitrum", "base", "mainnet", "night", "morning", "spike", "drop",

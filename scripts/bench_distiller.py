@@ -20,11 +20,11 @@ import time
 import numpy as np
 import structlog
 
-from curator.causal_discovery import discover_links
-from curator.distiller import distill
-from curator.distiller_features import build_table
-from curator.distiller_scan import scan
-from curator.distiller_select import select
+from curator.distiller.distill import distill
+from curator.distiller.features import build_table
+from curator.distiller.scan import scan
+from curator.distiller.select import select
+from curator.learn.causal_discovery import discover_links
 from curator.operations import ExistingClaim
 from grimoire.config import DistillerConfig
 from grimoire.records import Episode, EpisodeType, Outcome, Regime

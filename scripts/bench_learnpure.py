@@ -11,11 +11,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from grimoire.admission import Candidate, Neighbour, assess
 from grimoire.clock import MS_PER_DAY
 from grimoire.config import AdmissionConfig, DecayConfig, QualityConfig
 from grimoire.decay import effective_confidence
-from grimoire.quality import score_quality
+from grimoire.gate.admission import Candidate, Neighbour, assess
+from grimoire.gate.quality import score_quality
 from grimoire.records import Category, DecayClass, GrimoireEntry, Provenance
 
 T0 = 1_767_225_600_000

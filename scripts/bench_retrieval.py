@@ -49,7 +49,6 @@ import numpy as np
 import structlog
 
 from grimoire import Grimoire
-from grimoire.client import Client
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.embed import FastEmbedEmbedder, HashEmbedder
@@ -67,8 +66,9 @@ from grimoire.records import (
     Regime,
 )
 from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue
-from grimoire.retrieval.pipeline_writes import drain
-from grimoire.server import Server
+from grimoire.retrieval.stages.writes import drain
+from grimoire.service.client import Client
+from grimoire.service.server import Server
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 
 TOKENS = ["WETH", "USDC", "DAI", "WBTC", "LINK", "UNI", "AAVE", "ARB", "OP", "MKR"]

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from grimoire.server import Server
+from grimoire.service.server import Server
 
 REPO = Path(__file__).resolve().parents[1]
 

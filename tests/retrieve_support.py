@@ -12,7 +12,7 @@ from grimoire.config import Config
 from grimoire.embed import Embedder, HashEmbedder
 from grimoire.ids import new_id
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
-from grimoire.retrieval.pipeline_writes import drain
+from grimoire.retrieval.stages.writes import drain
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

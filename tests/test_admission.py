@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grimoire.admission import FACTORS, AdmissionDecision, Candidate, Neighbour, assess
 from grimoire.clock import MS_PER_DAY
 from grimoire.config import AdmissionConfig, QualityConfig
 from grimoire.errors import ConfigError, ValidationError
-from grimoire.quality import score_quality
+from grimoire.gate.admission import FACTORS, AdmissionDecision, Candidate, Neighbour, assess
+from grimoire.gate.quality import score_quality
 from grimoire.records import Category, Claim, DecayClass, GrimoireEntry, Provenance
 
 T0 = 1_767_225_600_000

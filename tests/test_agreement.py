@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grimoire.agreement import TextSignature, claim_relation, same_scope, text_relation
+from grimoire.gate.agreement import TextSignature, claim_relation, same_scope, text_relation
 from grimoire.records import Claim
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from grimoire import Grimoire
-from grimoire.causal import NO_CONTEXT
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError
+from grimoire.methods.causal import NO_CONTEXT
 from grimoire.stores.semantic_types import EdgeKind
 from tests.retrieve_support import open_grimoire, put_entry
 

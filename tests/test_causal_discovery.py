@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from curator.causal_discovery import KGLink, default_event_key, discover_links
+from curator.learn.causal_discovery import KGLink, default_event_key, discover_links
 from curator.operations import ExistingClaim, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from grimoire.api import METHODS
 from grimoire.cli import build_parser, main
 from grimoire.clock import FrozenClock
 from grimoire.config import Config, config_items
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.service.api import METHODS
 from tests.daemon_support import ServerThread, short_dir
 
 

@@ -162,7 +162,7 @@ def test_event_key_matches_causal_discovery_names() -> None:
 
 
 def test_event_key_agrees_with_causal_discovery() -> None:
-    discovery = pytest.importorskip("curator.causal_discovery")
+    discovery = pytest.importorskip("curator.learn.causal_discovery")
     at = hour(1)
     for params in (_alert(at), gas_obs(at, 10.0), swap(at, "negative"), _shift(at)):
         assert event_key(ep(params)) == discovery.default_event_key(ep(params))

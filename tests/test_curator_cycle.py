@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from curator.cycle import PHASES, run_cycle
-from curator.cycle_support import Change, apply_changes
-from curator.phases_evidence import cross_reference_causal
-from curator.phases_learn import learn_module
-from curator.phases_lifecycle import review_quarantine
-from curator.phases_summaries import REGIONS_KEY, hierarchical_summaries
+from curator.cycle.evidence import cross_reference_causal
+from curator.cycle.learn import learn_module
+from curator.cycle.lifecycle import review_quarantine
+from curator.cycle.run import PHASES, run_cycle
+from curator.cycle.state import Change, apply_changes
+from curator.cycle.summaries import REGIONS_KEY, hierarchical_summaries
 from curator.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
@@ -71,7 +71,7 @@ def test_cycle_runs_every_phase_and_records_itself(g: Grimoire, clock: FrozenClo
 def test_distil_phase_reports_whether_the_learning_core_is_installed(g: Grimoire) -> None:
     distil = g.curator_run()["phases"]["distil"]
     if learn_module() is None:
-        assert distil["skipped"] == "not available: curator.learn is not installed"
+        assert distil["skipped"] == "not available: curator.learn.hook is not installed"
     else:
         assert "skipped" not in distil
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from curator import change_points
-from curator.cycle import run_cycle
-from curator.cycle_support import apply_changes, pending_votes
-from curator.phases_evidence import validate_predictions, vote_change
-from curator.phases_learn import compress
-from curator.phases_lifecycle import decay, demote_and_prune
-from curator.phases_promote import parameterize, promote
+from curator.cycle.evidence import validate_predictions, vote_change
+from curator.cycle.learn import compress
+from curator.cycle.lifecycle import decay, demote_and_prune
+from curator.cycle.promote import parameterize, promote
+from curator.cycle.run import run_cycle
+from curator.cycle.state import apply_changes, pending_votes
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
 from grimoire.records import Category, DecayClass, EntryStatus, Provenance

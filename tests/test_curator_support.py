@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from curator.cycle_support import Cycle, CycleState, load_window
+from curator.cycle.state import Cycle, CycleState, load_window
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_HOUR, FrozenClock
 from grimoire.config import Config

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from grimoire.client import Client
-from grimoire.daemon import REPEAT_DEBOUNCE_S
 from grimoire.errors import GrimoireError
+from grimoire.service.client import Client
+from grimoire.service.daemon import REPEAT_DEBOUNCE_S
 from tests.daemon_support import (
     daemon_env,
     json_lines,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from curator.distiller import distill
+from curator.distiller.distill import distill
 from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from curator.distiller_features import build_table, condition_mask, rate_population
-from curator.distiller_match import effect_changed, match_claims
+from curator.distiller.features import build_table, condition_mask, rate_population
+from curator.distiller.match import effect_changed, match_claims
 from curator.operations import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
@@ -232,7 +232,7 @@ def test_rendering_is_deterministic_and_carries_support(
 
 
 def test_variance_inflation_is_one_for_independent_draws() -> None:
-    from curator.distiller_autocorr import variance_inflation
+    from curator.distiller.autocorr import variance_inflation
 
     rng = np.random.default_rng(0)
     y = rng.normal(size=2000)
@@ -241,7 +241,7 @@ def test_variance_inflation_is_one_for_independent_draws() -> None:
 
 
 def test_variance_inflation_grows_when_both_series_persist() -> None:
-    from curator.distiller_autocorr import variance_inflation
+    from curator.distiller.autocorr import variance_inflation
 
     rng = np.random.default_rng(1)
     y = np.zeros(2000)
@@ -255,7 +255,7 @@ def test_variance_inflation_grows_when_both_series_persist() -> None:
 
 def test_a_real_shift_does_not_inflate_itself() -> None:
     """Residuals after the condition's mean shift carry the autocorrelation, not the shift."""
-    from curator.distiller_autocorr import variance_inflation
+    from curator.distiller.autocorr import variance_inflation
 
     rng = np.random.default_rng(2)
     blocks = np.repeat(rng.random(40) < 0.3, 50)

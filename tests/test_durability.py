@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from grimoire.client import Client
 from grimoire.embed import HashEmbedder
 from grimoire.errors import GrimoireError, ProtocolError
 from grimoire.grimoire import Grimoire
+from grimoire.service.client import Client
 from tests.daemon_support import daemon_env, short_dir, start_daemon, wait_ready
 
 pytestmark = pytest.mark.slow

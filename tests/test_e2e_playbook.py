@@ -1,7 +1,7 @@
 """End to end on the market simulator: the planted regularities reach PLAYBOOK.md, and when
 the world reverses one, the stale rule leaves and the new one enters.
 
-Needs the learning core's wiring (``curator.learn``: the ExpeL distiller and causal
+Needs the learning core's wiring (``curator.learn.hook``: the ExpeL distiller and causal
 discovery behind the heartbeat's distill hook and the cycle's distil phase); without it
 there is nothing to learn from and the module is skipped. The hash embedder keeps it
 fast; LanceDB flushes are batched per simulated hour and the distiller runs every 50
@@ -25,7 +25,8 @@ from grimoire.embed import HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.feeds.scenario import SCENARIO_DIR, Scenario, parse_scenario
 
-pytest.importorskip("curator.learn", reason="needs the learning core wiring (curator.learn)")
+pytest.importorskip("curator.learn.hook",
+                    reason="needs the learning core wiring (curator.learn.hook)")
 pytestmark = pytest.mark.slow
 
 TICK_MS = 180_000  # the scenarios' tick_seconds_hint

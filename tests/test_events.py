@@ -13,7 +13,7 @@ from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.logs import EventLog, configure_logging
-from grimoire.status import EVENT_KINDS
+from grimoire.methods.status import EVENT_KINDS
 
 
 @pytest.fixture(autouse=True)

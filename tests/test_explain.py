@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from curator.cycle import run_cycle
-from curator.phases_evidence import validate_predictions
-from curator.phases_promote import promote as promote_phase
+from curator.cycle.evidence import validate_predictions
+from curator.cycle.promote import promote as promote_phase
+from curator.cycle.run import run_cycle
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.errors import NotFoundError, ValidationError

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
-from grimoire.health import BANDS, METRICS, Band, register_health_metrics
+from grimoire.methods.health import BANDS, METRICS, Band, register_health_metrics
+from grimoire.methods.status import HEALTH_METRICS
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
-from grimoire.status import HEALTH_METRICS
 from tests.learn_support import T0, open_grimoire
 
 NOW = T0 + 30 * MS_PER_DAY
@@ -171,7 +171,7 @@ def test_pnl_trend_alarms_after_two_losing_weeks(g: Grimoire) -> None:
 
 
 def test_learning_and_reflexion_counters_are_shown(g: Grimoire) -> None:
-    from curator.learn import distill
+    from curator.learn.hook import distill
 
     distill(g.context, None, NOW)
     actions(g, [0.0])

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.context import Context
-from grimoire.daemon import AcceleratedClock, Daemon, TickSchedule, open_feed
 from grimoire.embed import HashEmbedder
 from grimoire.errors import BusyError
 from grimoire.feeds import NoneFeed, make_feed
 from grimoire.grimoire import Grimoire
-from grimoire.heartbeat import run_tick
+from grimoire.service.daemon import AcceleratedClock, Daemon, TickSchedule, open_feed
+from grimoire.service.heartbeat import run_tick
 
 TICK_MS = 40_000
 

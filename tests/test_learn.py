@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from curator import change_points, learn
-from curator.learn import distill, existing_claims, strategy_window
-from curator.learn_reflexion import reflexion_hook
-from curator.learn_votes import VOTES_KEY
+from curator import change_points
+from curator.learn import hook as learn
+from curator.learn.hook import distill, existing_claims, strategy_window
+from curator.learn.reflexion_hook import reflexion_hook
+from curator.learn.votes import VOTES_KEY
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
-from grimoire.ingest import count_for_distillation
+from grimoire.methods.episode import count_for_distillation
+from grimoire.methods.status import HEALTH_METRICS
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
-from grimoire.status import HEALTH_METRICS
 from grimoire.stores.semantic_types import EdgeKind
 from tests.learn_support import (
     T0,

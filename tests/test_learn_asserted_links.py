@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from curator import learn
-from curator.causal_discovery import KGLink
-from curator.learn import asserted_links, distill, event_key, strategy_window
+from curator.learn import hook as learn
+from curator.learn.causal_discovery import KGLink
+from curator.learn.hook import asserted_links, distill, event_key, strategy_window
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire

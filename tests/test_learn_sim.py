@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from curator.learn_votes import VOTES_KEY
+from curator.learn.votes import VOTES_KEY
 from grimoire.clock import FrozenClock
 from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario

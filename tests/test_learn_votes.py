@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curator.learn_apply import apply_operations, link_weight
-from curator.learn_filter import leak_reason, without_leaks
-from curator.learn_votes import VOTES_KEY, parse_votes, record_votes
+from curator.learn.apply import apply_operations, link_weight
+from curator.learn.filter import leak_reason, without_leaks
+from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
 from curator.operations import Operation, OpKind
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import DistillerConfig
@@ -62,7 +62,7 @@ def test_no_votes_write_nothing(g: Grimoire) -> None:
 def test_merging_is_a_sum_whatever_the_batching(batches: list[dict[str, dict[str, int]]]
                                                 ) -> None:
     """Property: merged pending votes equal the per-entry sums of every batch."""
-    from curator.learn_votes import _merge
+    from curator.learn.votes import _merge
 
     merged: dict[str, dict[str, int]] = {}
     for batch in batches:

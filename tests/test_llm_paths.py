@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from curator.learn import distill
-from curator.learn_verify import verify_proposals
-from curator.llm_paths import paths_of
+from curator.learn.hook import distill
+from curator.learn.llm_paths import paths_of
+from curator.learn.verify import verify_proposals
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import DistillerConfig
 from grimoire.embed import HashEmbedder

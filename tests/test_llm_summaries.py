@@ -18,16 +18,16 @@ from typing import Any, ClassVar
 
 import pytest
 
-from curator.cycle_support import Cycle
-from curator.llm_paths import PATHS_KEY, paths_of
-from curator.llm_prompts import (
+from curator.cycle.state import Cycle
+from curator.cycle.summaries import _l1_drafts, hierarchical_summaries
+from curator.hierarchy.summaries import SummaryDraft
+from curator.learn.llm_paths import PATHS_KEY, paths_of
+from curator.learn.llm_prompts import (
     SUMMARY_MAX_CHARS,
     SUMMARY_TASK,
     parse_summary,
     summary_messages,
 )
-from curator.phases_summaries import _l1_drafts, hierarchical_summaries
-from curator.summaries import SummaryDraft
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.errors import LLMError

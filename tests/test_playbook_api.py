@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from curator.cycle import run_cycle
+from curator.cycle.run import run_cycle
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.errors import StoreError
-from grimoire.playbook_api import playbook_get, render_playbook, select_entries, write_playbook
+from grimoire.methods.playbook import playbook_get, render_playbook, select_entries, write_playbook
 from grimoire.records import Category, DecayClass, EntryStatus
 from tests.test_curator_support import GAS_CLAIM, grimoire_at, put
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from grimoire.config import QualityConfig
 from grimoire.errors import ConfigError, ValidationError
-from grimoire.quality import (
+from grimoire.gate.quality import (
     DIMENSIONS,
     RED_FLAGS,
     QualityScore,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from curator.reflexion import Invariants, Verdict, deviations, reflect
+from curator.learn.reflexion import Invariants, Verdict, deviations, reflect
 from grimoire.config import DistillerConfig
 from grimoire.errors import ConfigError, LLMError, ValidationError
 from grimoire.records import Episode, EpisodeType, Importance, Outcome, episode_from_params

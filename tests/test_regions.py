@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curator.kmeans import kmeans
+from curator.hierarchy.kmeans import kmeans
 from curator.regions import RegionModel, action_types, episode_reward
 from grimoire.config import CuratorConfig
 from grimoire.errors import NotAvailableError, ValidationError

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from curator.phases_summaries import REGIONS_KEY, update_regions
+from curator.cycle.summaries import REGIONS_KEY, update_regions
 from curator.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.records import Category, Claim
 from grimoire.regions import RegionView
-from grimoire.retrieval import pipeline_region
+from grimoire.retrieval.stages import region as pipeline_region
 from tests.test_curator_support import finish_cycle, grimoire_at, hour, put, start_cycle, write
 
 QUERY = "gas fees spike in the congested mempool"

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from grimoire.api import METHODS
-from grimoire.client import Client
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.errors import NotFoundError, ProtocolError, StoreError, ValidationError
 from grimoire.grimoire import Grimoire
-from grimoire.server import prepare_socket_path
+from grimoire.service.api import METHODS
+from grimoire.service.client import Client
+from grimoire.service.server import prepare_socket_path
 from tests.daemon_support import (
     ServerThread,
     is_closed,

@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grimoire.api import METHODS
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.service.api import METHODS
 from tests.daemon_support import ServerThread, raw_connect, rpc, short_dir
 
 MAX_REQUEST = 4096

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curator import stats
+from curator.distiller import stats
 
 
 def brute_binom_sf(k: int, n: int, p: float) -> float:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from curator.summaries import (
+from curator.hierarchy.summaries import (
     SummaryDraft,
     cluster_episodes,
     l1_summary,

@@ -53,11 +53,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grimoire.causal import chain_for, chain_items
 from grimoire.context import Context
 from grimoire.embed import Vectors, embed_one
 from grimoire.ids import new_id
 from grimoire.mentions import ENTRY_WATERMARK, index_new_entries
+from grimoire.methods.causal import chain_for, chain_items
 from grimoire.records import EntryStatus
 from grimoire.retrieval.budget import fit
 from grimoire.retrieval.candidates import Breakdown, Candidate
@@ -72,22 +72,22 @@ from grimoire.retrieval.decide import (
 )
 from grimoire.retrieval.fusion import normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
-from grimoire.retrieval.pipeline_log import LogJob, log_item, submit_log
-from grimoire.retrieval.pipeline_params import RetrieveRequest, parse_request
-from grimoire.retrieval.pipeline_pool import ancestors, backend_ranks, candidates
-from grimoire.retrieval.pipeline_records import require_event
-from grimoire.retrieval.pipeline_region import region_for
-from grimoire.retrieval.pipeline_sources import (
+from grimoire.retrieval.render import context_block, narrative
+from grimoire.retrieval.rerank import FACTORS, score_all
+from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
+from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
+from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates
+from grimoire.retrieval.stages.records import require_event
+from grimoire.retrieval.stages.region import region_for
+from grimoire.retrieval.stages.sources import (
     Pool,
     finish_keyword,
     start_keyword,
     vector_entries,
     vector_episodes,
 )
-from grimoire.retrieval.pipeline_support import learned_weights, token_counter
-from grimoire.retrieval.pipeline_writes import submit
-from grimoire.retrieval.render import context_block, narrative
-from grimoire.retrieval.rerank import FACTORS, score_all
+from grimoire.retrieval.stages.support import learned_weights, token_counter
+from grimoire.retrieval.stages.writes import submit
 
 __all__ = ["retrieve"]
 

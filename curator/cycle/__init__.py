@@ -1,0 +1,12 @@
+"""The curator's 50-tick cycle (SPEC §8): one module per group of phases.
+
+``run`` (the cycle and its hook), ``state`` (the cycle's persisted state,
+its episode window and how changes apply), and the phases: ``evidence``
+(validate predictions, cross-reference causal links), ``learn`` (distil,
+compress), ``promote`` (promote, parameterize), ``lifecycle`` (decay,
+demote/prune, quarantine, compaction), ``summaries`` (hierarchical summaries,
+regions). Each phase reads a snapshot and applies short write transactions.
+
+May import every other curator part, the stores, the gate, the methods and
+the playbook compiler; nothing in ``curator`` below it imports this package.
+"""

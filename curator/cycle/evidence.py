@@ -1,0 +1,340 @@
+"""Curator phases that weigh stored claims against new evidence (SPEC §8 steps 1 and 6).
+
+- ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
+  every rule derived from one, through its parent's claim) is judged against
+  the episodes that arrived since the last cycle (``curator.claims_check``):
+  right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
+  matching episodes are one). The learners' UPVOTE / DOWNVOTE operations since
+  the last cycle wait in meta ``pending_votes`` (``{id: {"up", "down"}}``,
+  written by ``curator.learn.votes``); each entry's votes and verdict are
+  netted once with ``decay.net_votes`` (order-independent, clamped once) and
+  taken out of ``pending_votes`` in the same transaction that applies them.
+  Confirmations count as validations and a net gain restarts the decay clock
+  (SPEC §4); the rest count as contradictions. A claim the new episodes
+  decisively *reverse* (``claims_check.reversal``: the opposite now holds, on
+  at least twice the support of one prediction) counts as wrong at the full
+  weight of one cycle (``validate_max_votes`` predictions), so it and the rules
+  derived from it leave PLAYBOOK.md at once instead of lingering until days of
+  scattered evidence wear them down. The reversed claim is proposed through the
+  admission gate (quarantined while an old one is still confident, released by
+  the quarantine review once it falls), and the family's change point is
+  recorded (``curator.change_points``) so that no learner votes on it from a
+  window that still holds the old world.
+- ``cross_reference_causal`` (step 6): every causal link ("A is followed by
+  B within L") is checked against the occurrences of A whose lag window
+  closed since the last cycle. Each followed occurrence adds a ``discovered``
+  edge between the two episodes and one to the claim's evidence count
+  (``claim.support``); the same midpoint verdict votes on the link.
+
+Both compute from a read snapshot and apply through ``apply_changes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from curator import change_points
+from curator.claims_check import (
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    EpisodeWindow,
+    EventIndex,
+    Verdict,
+    check_causal,
+    judge_claim,
+    reversal,
+)
+from curator.cycle.state import (
+    LIVE,
+    Change,
+    Cycle,
+    admit_recorded,
+    apply_changes,
+    list_all,
+    pending_votes,
+    refresh,
+)
+from curator.lifecycle import is_derived
+from grimoire.context import Context
+from grimoire.decay import net_votes
+from grimoire.methods.entry import Proposal
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
+from playbook.render_text import render_claim
+
+__all__ = ["claim_category", "cross_reference_causal", "validate_predictions", "vote_change"]
+
+
+def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
+                votes: tuple[int, int] = (0, 0), consume: bool = False,
+                add_support: int = 0) -> Change:
+    """One entry's votes of this cycle, netted once with ``decay.net_votes``: the learners'
+    batched UPVOTEs / DOWNVOTEs (``votes``) and the curator's own verdict (right +0.05,
+    wrong −0.10). Each counts as a validation or contradiction; a net gain restarts the
+    decay clock (SPEC §4). ``add_support`` more episodes of evidence on the entry's claim."""
+    cfg = cy.ctx.config.decay
+    weight = verdict.predictions if verdict is not None else 0
+    right = weight if verdict is not None and verdict.right is True else 0
+    wrong = weight if verdict is not None and verdict.right is False else 0
+    ups, downs = votes
+    gain = ups * cfg.upvote + right * cfg.prediction_right > (
+        downs * cfg.downvote + wrong * cfg.prediction_wrong)
+    now = cy.now
+
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry:
+        confidence = net_votes(cur.confidence, ups, downs, cfg, right=right, wrong=wrong)
+        return dataclasses.replace(
+            cur, confidence=confidence,
+            validated_count=cur.validated_count + ups + right,
+            contradicted_count=cur.contradicted_count + downs + wrong,
+            last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
+            claim=cur.claim if cur.claim is None or not add_support else dataclasses.replace(
+                cur.claim, support=cur.claim.support + add_support))
+
+    detail = {**(verdict.to_dict() if verdict is not None else {}),
+              **({"upvotes": ups, "downvotes": downs} if ups or downs else {})}
+    return Change(entry_id, op, mutate, why=why, detail=detail,
+                  consume=votes if consume else None)
+
+
+def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
+              ) -> tuple[Claim, str | None] | None:
+    if entry.claim is not None:
+        return entry.claim, None
+    if is_derived(entry):
+        for parent_id in entry.parent_entry_ids:
+            parent = by_id.get(parent_id)
+            if parent is not None and parent.claim is not None:
+                return parent.claim, parent.id
+    return None
+
+
+def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> str:
+    parts = []
+    if verdict is not None and verdict.right is not None:
+        observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
+        parts.append(("reversed, counted as " if verdict.reversed else "") +
+                     f"{verdict.predictions} prediction{'s' * (verdict.predictions != 1)} "
+                     f"{'right' if verdict.right else 'wrong'}: observed {observed} over "
+                     f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
+                     f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
+    if votes != (0, 0):
+        parts.append(f"learners' votes since the last cycle: {votes[0]} up, {votes[1]} down")
+    return "; ".join(parts)
+
+
+def validate_predictions(cy: Cycle) -> dict[str, Any]:
+    """Step 1: judge every metric / outcome-rate claim on the new episodes, and net them with
+    the learners' batched votes, once per entry."""
+    counts = {"judged": 0, "right": 0, "wrong": 0, "undecided": 0, "voted": 0, "upvotes": 0,
+              "downvotes": 0}
+    votes = pending_votes(cy.ctx)
+    if not cy.window and not votes:
+        return counts
+    window = EpisodeWindow.of(cy.window)
+    entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
+    by_id = {e.id: e for e in entries}
+    decided: dict[str, tuple[Verdict, str | None]] = {}
+    flipped: dict[str, Claim] = {}  # claim key -> the claim the new episodes make instead
+    reversed_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
+    verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
+    for entry in entries if cy.window else ():
+        found = _claim_of(entry, by_id)
+        if found is None or found[0].target.startswith("event:"):
+            continue
+        claim, via = found
+        if claim.key not in verdicts:
+            verdicts[claim.key] = _judge(cy, window, claim, flipped)
+        verdict = verdicts[claim.key]
+        if verdict is None:
+            continue
+        counts["judged"] += 1
+        if verdict.right is None:
+            counts["undecided"] += 1
+            continue
+        counts["right" if verdict.right else "wrong"] += 1
+        decided[entry.id] = (verdict, via)
+        if via is None and claim.key in flipped:
+            reversed_claims.setdefault(claim.key, (entry, flipped[claim.key], verdict))
+    changes: list[Change] = []
+    for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
+        verdict, via = decided.get(entry_id, (None, None))
+        held = votes.get(entry_id, (0, 0))
+        counts["voted"] += int(entry_id in votes)
+        counts["upvotes"] += held[0]
+        counts["downvotes"] += held[1]
+        changes.append(vote_change(
+            cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
+            why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
+    apply_changes(cy, changes)
+    reversed_list = list(reversed_claims.values())
+    _record_change_points(cy, reversed_list)
+    counts.update(_propose_reversals(cy, reversed_list))
+    return counts
+
+
+def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, flipped: dict[str, Claim],
+           ) -> Verdict | None:
+    """The new episodes' verdict on ``claim``; a decisive reversal (kept in ``flipped``)
+    counts for the most predictions one cycle may count."""
+    cfg = cy.ctx.config
+    max_votes = cfg.curator.validate_max_votes
+    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes)
+    if verdict is None or verdict.right is not False:
+        return verdict
+    opposite = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
+                        min_effect=cfg.distiller.min_effect,
+                        min_rate_gap=cfg.distiller.min_rate_gap)
+    if opposite is None:
+        return verdict
+    flipped[claim.key] = opposite
+    return dataclasses.replace(verdict, predictions=max(verdict.predictions, max_votes),
+                               reversed=True)
+
+
+def _record_change_points(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
+                          ) -> None:
+    """Each reversed claim's family changed at its first matching new episode."""
+    if not reversed_list:
+        return
+    when = {ep.id: ep.timestamp for ep in cy.window}
+    points: dict[str, int] = {}
+    for _, flipped, verdict in reversed_list:
+        times = [when[i] for i in verdict.episode_ids if i in when]
+        points[change_points.family(flipped)] = min(times) if times else cy.now
+    change_points.record(cy.ctx, points)
+
+
+def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
+                       ) -> dict[str, int]:
+    """Claims the new episodes decisively reversed → the reversed claim, through the gate.
+
+    The gate quarantines it while an old claim is still confident (the firewall);
+    ``review_quarantine`` releases it once the old one has fallen.
+    """
+    counts = {"reversals": 0}
+    proposals: list[tuple[GrimoireEntry, Proposal]] = []
+    for entry, flipped, verdict in reversed_list:
+        if cy.ctx.semantic.find_by_claim_key(
+                flipped.key, EntryFilter(statuses=_KNOWN)) is not None:
+            continue  # already known (the learner or an earlier cycle)
+        category = claim_category(flipped)
+        content = (render_claim(flipped, category, "") or
+                   render_claim(flipped, Category.INSIGHT, "") or flipped.key)
+        regime = flipped.condition.get("regime")
+        proposals.append((entry, Proposal(
+            category=category, content=content, provenance=Provenance.SELF_LEARNED,
+            tags=("reversal", flipped.target.partition(":")[2]), strategy=flipped.strategy,
+            regime=Regime(regime) if isinstance(regime, str) and regime in _REGIMES else None,
+            parent_episode_ids=verdict.episode_ids[-200:], claim=flipped,
+            support=verdict.n, event_time=cy.now)))
+    if not proposals:
+        return counts
+    vectors = cy.ctx.embedder.embed([p.content for _, p in proposals])
+    for (old, proposal), vector in zip(proposals, vectors, strict=True):
+        why = f"the new episodes reverse {old.id}"
+        detail = {"reverses": old.id, "n": proposal.support,
+                  "observed": proposal.claim.effect if proposal.claim else None}
+        result = cy.ctx.writer.call(functools.partial(
+            admit_recorded, cy, proposal, vector, op="reversal", why=why, detail=detail))
+        refresh(cy, [result.get("id")])
+        counts["reversals"] += 1
+        decision = str(result["decision"])
+        counts[f"reversal_{decision}"] = counts.get(f"reversal_{decision}", 0) + 1
+    return counts
+
+
+MAX_EDGES_PER_LINK = 20  # episode pairs written as discovered edges per link and cycle
+_REGIMES = frozenset(r.value for r in Regime)
+_KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
+          EntryStatus.QUARANTINED)
+
+
+def claim_category(claim: Claim) -> Category:
+    """As the learner files a claim: a metric level is an insight, a bad outcome rate a
+    warning, a good one a heuristic (``curator.operations.category_for_claim``)."""
+    if claim.target.startswith("event:"):
+        return Category.CAUSAL_LINK
+    if claim.target == NEGATIVE_RATE:
+        return Category.WARNING if claim.direction == "higher" else Category.HEURISTIC
+    if claim.target == POSITIVE_RATE:
+        return Category.HEURISTIC if claim.direction == "higher" else Category.WARNING
+    return Category.INSIGHT
+
+
+_Edge = tuple[str, str, int, float, str]  # cause, effect, lag ms, weight, relationship
+
+
+def _upsert_edges(ctx: Context, edges: list[_Edge], now: int) -> int:
+    with ctx.semantic.transaction():
+        for cause, effect, lag, weight, relationship in edges:
+            old = ctx.semantic.get_edge(cause, effect, EdgeKind.DISCOVERED)
+            ctx.semantic.upsert_edge(CausalEdge(
+                cause, effect, EdgeKind.DISCOVERED, weight=weight, relationship=relationship,
+                lag_ms=lag, evidence_count=(old.evidence_count + 1) if old else 1), now=now)
+    return len(edges)
+
+
+def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
+    """Step 6: causal links against the cause occurrences whose lag window closed this cycle."""
+    counts = {"links": 0, "occurrences": 0, "followed": 0, "edges": 0, "right": 0, "wrong": 0}
+    links = [e for e in list_all(cy, LIVE, (Category.CAUSAL_LINK,))
+             if e.claim is not None and e.claim.target.startswith("event:")]
+    if not links:
+        return counts
+    closed_after = cy.previous.last_now
+    if closed_after is None:
+        closed_after = cy.window[0].timestamp - 1 if cy.window else cy.now
+    lags = [int(e.claim.condition.get("within_ms", 0) or 0) for e in links if e.claim]
+    since = closed_after - max(lags, default=0)
+    index = EventIndex.of(cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes,
+                                                 since=since))
+    min_support = cy.ctx.config.curator.validate_min_support
+    changes: list[Change] = []
+    edges: dict[tuple[str, str], _Edge] = {}
+    for link in links:
+        assert link.claim is not None
+        check = check_causal(index, link.claim, closed_after=closed_after,
+                             closed_until=cy.now, min_support=min_support,
+                             max_predictions=cy.ctx.config.curator.validate_max_votes)
+        if check is None or check.occurrences == 0:
+            continue
+        counts["links"] += 1
+        counts["occurrences"] += check.occurrences
+        counts["followed"] += check.followed
+        # The most recent pairs (the learner keeps as many per run), written with the rest;
+        # a pair two links share is one edge, counted once.
+        weight = round(cy.eff(link), 4)
+        for c, e, lag in check.pairs[-MAX_EDGES_PER_LINK:]:
+            if (c, e) not in edges:
+                edges[(c, e)] = (c, e, lag, weight, link.content)
+        verdict = check.verdict
+        why = (f"{check.followed} of {check.occurrences} new occurrences of "
+               f"{link.claim.condition.get('event')} were followed by "
+               f"{link.claim.target.removeprefix('event:')}")
+        if verdict.right is None:
+            if check.followed:
+                changes.append(_support_change(link.id, check.followed, why))
+            continue
+        counts["right" if verdict.right else "wrong"] += 1
+        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why,
+                                   add_support=check.followed))
+    size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
+    rows = list(edges.values())
+    for start in range(0, len(rows), size):
+        counts["edges"] += cy.ctx.writer.call(functools.partial(
+            _upsert_edges, cy.ctx, rows[start:start + size], cy.now))
+    apply_changes(cy, changes)
+    return counts
+
+
+def _support_change(entry_id: str, followed: int, why: str) -> Change:
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
+        if cur.claim is None:
+            return None
+        return dataclasses.replace(cur, claim=dataclasses.replace(
+            cur.claim, support=cur.claim.support + followed))
+
+    return Change(entry_id, "causal_evidence", mutate, why=why)

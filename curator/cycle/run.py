@@ -1,0 +1,154 @@
+"""The curator cycle (SPEC §8): every step a named phase that reports its counts.
+
+``run_cycle(ctx, now)`` runs one cycle; the heartbeat calls it every
+``curator.every_ticks`` ticks (``curator_hook``) and ``curator.run`` forces
+one. Phases, in SPEC order:
+
+1. ``validate``      predictions of stored claims vs new episodes; netted votes
+2. ``distil``        ExpeL distiller + causal discovery (``curator.learn.hook``, if installed)
+   ``compress``      coherent episode clusters in one regime → insights
+3. ``promote``       candidates that reached their threshold → active
+   ``parameterize``  active cost/gain insights → derived heuristics / warnings (promoted
+                     at once when they qualify)
+4. ``decay``         measure this cycle's decay; GrimoireDecay event
+5. ``demote_prune``  active < 0.4 → demoted; < 0.1 for 3 cycles or junk → archived
+6. ``causal``        causal links vs the cause occurrences that closed; edges, evidence
+7. ``quarantine``    release / hold / reject held entries
+   ``compact``       compact the episodic store
+8. ``summaries``     L1 / L2 hierarchical summaries, MUS pruning
+   ``regions``       region MDP update, persisted in meta
+9. ``playbook``      compile PLAYBOOK.md and replace it atomically
+
+Each phase reads a snapshot on the calling thread and applies its changes on
+the writer thread in short transactions, so the agent is never stalled for
+the length of a cycle. One cycle runs at a time per context. The cycle's
+summary is stored in meta ``last_curator_cycle`` and CuratorCycleComplete
+{entries_pruned, entries_promoted, heuristics_proposed} is emitted. A phase
+that fails aborts the cycle with its error (logged): the cycle state is not
+advanced, so the next cycle sees the same episodes again.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from curator.cycle.evidence import cross_reference_causal, validate_predictions
+from curator.cycle.learn import compress, distil
+from curator.cycle.lifecycle import compact_episodes, decay, demote_and_prune, review_quarantine
+from curator.cycle.promote import parameterize, promote
+from curator.cycle.state import STATE_KEY, Cycle, CycleState, entries, load_window
+from curator.cycle.summaries import hierarchical_summaries, update_regions
+from grimoire.context import Context
+
+__all__ = ["LAST_CYCLE_KEY", "PHASES", "curator_hook", "publish_playbook", "run_cycle"]
+
+log = structlog.get_logger()
+
+LAST_CYCLE_KEY = "last_curator_cycle"
+_LOCK_KEY = "curator.cycle_lock"
+_LOCK_GUARD = threading.Lock()
+
+Phase = Callable[[Cycle], dict[str, Any]]
+
+
+def publish_playbook(cy: Cycle) -> dict[str, Any]:
+    """Step 9: compile PLAYBOOK.md from the store and replace the file atomically."""
+    from grimoire.methods.playbook import playbook_counts, write_playbook
+
+    counts = playbook_counts(cy.ctx)
+    counts["curator_cycles"] = cy.number
+    return write_playbook(cy.ctx, now=cy.now, tick=cy.ctx.tick, counts=counts,
+                          snapshot=entries(cy))
+
+
+PHASES: tuple[tuple[str, Phase], ...] = (
+    ("validate", validate_predictions),
+    ("distil", distil),
+    ("compress", compress),
+    ("promote", promote),
+    ("parameterize", parameterize),
+    ("decay", decay),
+    ("demote_prune", demote_and_prune),
+    ("causal", cross_reference_causal),
+    ("quarantine", review_quarantine),
+    ("compact", compact_episodes),
+    ("summaries", hierarchical_summaries),
+    ("regions", update_regions),
+    ("playbook", publish_playbook),
+)
+
+
+def _lock(ctx: Context) -> threading.Lock:
+    with _LOCK_GUARD:
+        lock = ctx.extras.get(_LOCK_KEY)
+        if lock is None:
+            lock = ctx.extras[_LOCK_KEY] = threading.Lock()
+    assert isinstance(lock, type(_LOCK_GUARD))
+    return lock
+
+
+def _save(ctx: Context, state: CycleState, summary: Mapping[str, Any]) -> None:
+    with ctx.semantic.transaction():
+        ctx.semantic.set_meta(STATE_KEY, state.to_dict())
+        ctx.semantic.set_meta(LAST_CYCLE_KEY, dict(summary))
+
+
+def _int(phases: Mapping[str, Mapping[str, Any]], phase: str, key: str) -> int:
+    value = phases.get(phase, {}).get(key, 0)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
+    """Run one curator cycle at ``now`` (default: the context's clock); returns its summary."""
+    now = ctx.now() if now is None else int(now)
+    with _lock(ctx):
+        started = time.perf_counter()
+        previous = CycleState.load(ctx)
+        window = load_window(ctx, previous.watermark, ctx.config.curator.window_episodes)
+        cy = Cycle(ctx=ctx, now=now, number=previous.cycle + 1, previous=previous,
+                   window=window)
+        phases: dict[str, dict[str, Any]] = {}
+        for name, phase in PHASES:
+            t0 = time.perf_counter()
+            try:
+                counts = phase(cy)
+            except Exception:
+                log.exception("curator.cycle.failed", cycle=cy.number, phase=name)
+                raise
+            phases[name] = {**counts, "ms": round((time.perf_counter() - t0) * 1000, 2)}
+        summary: dict[str, Any] = {
+            "cycle": cy.number, "tick": ctx.tick, "now": now, "episodes": len(window),
+            "entries_promoted": (_int(phases, "promote", "promoted")
+                                 + _int(phases, "parameterize", "promoted")),
+            "entries_demoted": _int(phases, "demote_prune", "demoted"),
+            "entries_pruned": (_int(phases, "demote_prune", "pruned")
+                               + _int(phases, "quarantine", "rejected")
+                               + _int(phases, "summaries", "mus_pruned")),
+            "entries_decayed": _int(phases, "decay", "entries_decayed"),
+            "heuristics_proposed": _int(phases, "parameterize", "proposed"),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            "phases": phases,
+        }
+        state = CycleState(cycle=cy.number, last_now=now, watermark=cy.watermark,
+                           last_l2_at=cy.notes.get("last_l2_at", previous.last_l2_at))
+        ctx.writer.call(functools.partial(_save, ctx, state, summary))
+        ctx.events.emit("CuratorCycleComplete", now,
+                        entries_pruned=summary["entries_pruned"],
+                        entries_promoted=summary["entries_promoted"],
+                        heuristics_proposed=summary["heuristics_proposed"])
+        log.info("curator.cycle.complete", cycle=cy.number, tick=ctx.tick,
+                 episodes=len(window), duration_ms=summary["duration_ms"],
+                 promoted=summary["entries_promoted"], demoted=summary["entries_demoted"],
+                 pruned=summary["entries_pruned"])
+        return summary
+
+
+def curator_hook(ctx: Context, now: int) -> Mapping[str, Any]:
+    """The heartbeat's curator hook (``Context.curator_hook``)."""
+    return run_cycle(ctx, now)

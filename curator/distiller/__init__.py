@@ -1,0 +1,10 @@
+"""Rule-based ExpeL distillation (SPEC §7): episodes and stored claims in, operations out.
+
+``distill`` runs ``features`` (columns) → ``scan`` (hypotheses and tests,
+corrected by ``autocorr``) → ``select`` (family-wise significance, one
+window per family, ``redundancy``) → ``match`` (against stored claims);
+``stats`` holds the exact test statistics.
+
+Pure: no store, clock or log side effects. May import records, config and
+``curator.render``; must not import ``grimoire.methods``, stores or the cycle.
+"""

@@ -1,0 +1,385 @@
+"""Enumerate the distiller's hypotheses (condition × target) and test each one.
+
+Owns: which conditions are tried against which targets, and each
+hypothesis's statistics: for a metric level, Welch's t test and the
+Mann–Whitney rank test of the episodes under the condition against the rest
+(two-sided, the larger p-value of the two); for an outcome rate,
+Fisher's exact test (hypergeometric, one-sided) of an action's episodes
+against all action episodes, and of a condition on an action against that
+action's other episodes. Every hypothesis with enough support is
+returned, tested or not, because the family-wise correction must count it.
+Must not: correct for multiplicity, choose among findings or build claims
+(``distiller_select`` and ``distiller`` do).
+
+Both tests are then corrected for autocorrelation (``distiller_autocorr``):
+the statistics of the candidates are scaled down by the variance inflation of
+their condition, and a rate's 2×2 table shrinks to its effective counts.
+
+Two shortcuts never change which hypotheses can be rejected: a hypothesis
+whose effect is below the configured minimum cannot become a finding, and one
+whose normal-approximation p-value already exceeds alpha has an exact
+p-value above alpha too (Student's t is less peaked than the normal). Both get
+log p = 0 instead of an exact tail, which only ever makes Holm stricter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from curator.distiller import stats
+from curator.distiller.autocorr import variance_inflation
+from curator.distiller.features import (
+    ATTRIBUTES,
+    Mask,
+    Table,
+    band_mask,
+    hour_window_mask,
+)
+from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
+from grimoire.config import DistillerConfig
+
+__all__ = ["Hypothesis", "ranks_with_ties", "scan"]
+
+METRIC_TEST = "welch_t+mann_whitney"
+RATE_TEST = "fisher_exact"
+
+
+@dataclass(slots=True)
+class Hypothesis:
+    condition: dict[str, Any]
+    target: str  # metric:<name> | outcome:negative_rate | outcome:positive_rate
+    direction: str  # higher | lower
+    cell: Mask  # the rows under the condition that carry the target (the support)
+    population: Mask  # the rows the condition is compared within (cell ⊂ population)
+    support: int
+    effect: float  # metric mean or outcome rate under the condition
+    baseline: float  # metric mean or outcome rate over the population
+    n_base: int
+    log_p: float
+    log_min_p: float  # smallest attainable log p (-inf for a continuous test)
+    passes_effect: bool
+    hits: int | None = None  # rates: episodes with the outcome under the condition
+    weight: float = 1.0  # share of alpha, relative to an ordinary hypothesis
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+Windows = list[tuple[dict[str, Any], Mask]]
+
+
+def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
+    windows: Windows = list(_windows(table, cfg))
+    order = np.argsort(table.timestamps, kind="stable")  # for the autocorrelation correction
+    hyps = [*_scan_metrics(table, windows, order, cfg),
+            *_scan_rates(table, windows, order, cfg)]
+    _weigh_window_scans(hyps, cfg.window_scan_weight)
+    return hyps
+
+
+def _weigh_window_scans(hyps: list[Hypothesis], scan_weight: float) -> None:
+    """Each hour-of-day scan (all widths × starts of one metric, or of one action's rate)
+    shares ``scan_weight`` ordinary hypotheses' worth of alpha.
+
+    Its windows overlap heavily and ask one question, "does the time of day
+    matter here?"; weighing each as a separate question would let the scans,
+    more than half of all hypotheses, set the bar for every regime or pair.
+    """
+    scans: dict[tuple[str, str], list[Hypothesis]] = {}
+    for h in hyps:
+        if "hour_window" in h.condition:
+            rest = {k: v for k, v in h.condition.items() if k != "hour_window"}
+            scans.setdefault((h.target, repr(sorted(rest.items()))), []).append(h)
+    for members in scans.values():
+        weight = min(1.0, scan_weight / len(members))
+        for h in members:
+            h.weight = weight
+
+
+# ----------------------------------------------------------------- conditions
+
+
+def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any], Mask]]:
+    for width in sorted({int(w) for w in cfg.hour_windows if 1 <= int(w) < 24}):
+        for start in range(24):
+            cond = {"hour_window": [start, (start + width) % 24]}
+            yield cond, hour_window_mask(table.hours, start, width)
+
+
+def _bands(table: Table, skip: str | None) -> Iterator[tuple[dict[str, Any], Mask]]:
+    for metric in table.bands:
+        if metric == skip:
+            continue  # a metric's own third says nothing about the metric
+        for part in ("lower", "upper"):
+            mask = band_mask(table, metric, part)
+            if mask is not None:
+                yield {"metric_band": [metric, part]}, mask
+
+
+def _attr_values(table: Table, name: str, within: Mask) -> list[tuple[str, Mask]]:
+    """The values of an attribute present among ``within``, with their rows."""
+    return [(value, mask) for value, mask in table.attrs[name].items() if (mask & within).any()]
+
+
+def _unique(
+    items: Iterator[tuple[dict[str, Any], Mask]], within: Mask, min_support: int
+) -> list[tuple[dict[str, Any], Mask]]:
+    """Conditions with support and a non-empty complement, one per distinct row set.
+
+    Two conditions selecting the same rows are one hypothesis, not two (the
+    first, simplest description is kept); counting both would only dilute alpha.
+    """
+    total = int(within.sum())
+    seen: set[bytes] = set()
+    out: list[tuple[dict[str, Any], Mask]] = []
+    for cond, mask in items:
+        cell = mask & within
+        n = int(cell.sum())
+        if n < min_support or total - n < 2:
+            continue
+        key = np.packbits(cell).tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((cond, cell))
+    return out
+
+
+def _metric_conditions(
+    table: Table, metric: str, present: Mask, windows: Windows, cfg: DistillerConfig
+) -> list[tuple[dict[str, Any], Mask]]:
+    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+        for name in ATTRIBUTES:
+            for value, mask in _attr_values(table, name, present):
+                yield {name: value}, mask
+        for action, mask in table.action_masks.items():
+            yield {"action": action}, mask
+        yield from windows
+        yield from _bands(table, skip=metric)
+
+    return _unique(items(), present, cfg.min_support)
+
+
+def _rate_conditions(
+    table: Table, action: str, own: Mask, windows: Windows, cfg: DistillerConfig
+) -> list[tuple[dict[str, Any], Mask]]:
+    """Conditions within one action's rated episodes (compared with that action's own rate)."""
+
+    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+        for name in ATTRIBUTES:
+            for value, mask in _attr_values(table, name, own):
+                if name == "tool" and value == action:
+                    continue
+                yield {"action": action, name: value}, own & mask
+        for regime, regime_mask in _attr_values(table, "regime", own):
+            in_regime = own & regime_mask
+            for pair, pair_mask in _attr_values(table, "token_pair", in_regime):
+                yield ({"action": action, "regime": regime, "token_pair": pair},
+                       in_regime & pair_mask)
+        for cond, mask in windows:
+            yield {"action": action, **cond}, own & mask
+        for cond, mask in _bands(table, skip=None):
+            yield {"action": action, **cond}, own & mask
+
+    return _unique(items(), own, cfg.min_support)
+
+
+# ---------------------------------------------------------------- metric levels
+
+
+def ranks_with_ties(values: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+    """Mid-ranks (1-based, ties averaged) and the tie term Σ(t³ - t)."""
+    order = np.argsort(values, kind="stable")
+    _, first, counts = np.unique(values[order], return_index=True, return_counts=True)
+    mid = first + (counts + 1) / 2.0
+    ranks = np.empty(values.size)
+    ranks[order] = np.repeat(mid, counts)
+    c = counts.astype(np.float64)
+    return ranks, float((c * c * c - c).sum())
+
+
+def _scan_metrics(
+    table: Table, windows: Windows, order: npt.NDArray[np.intp], cfg: DistillerConfig
+) -> list[Hypothesis]:
+    out: list[Hypothesis] = []
+    for metric, values in table.metrics.items():
+        present = ~np.isnan(values)
+        total = int(present.sum())
+        if total < 2 * cfg.min_support:
+            continue
+        overall = float(values[present].mean())
+        centred = np.where(present, values - overall, 0.0)  # centring keeps sums of squares exact
+        conds = _metric_conditions(table, metric, present, windows, cfg)
+        if not conds:
+            continue
+        ranks = np.zeros(values.size)
+        ranks[present], tie_term = ranks_with_ties(values[present])
+        matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+        counts = matrix.sum(axis=1)
+        sums = matrix @ centred
+        sq_sums = matrix @ (centred * centred)
+        rank_sums = matrix @ ranks
+        group = _Group(total, float(centred.sum()), float((centred * centred).sum()),
+                       overall, tie_term)
+
+        def build(i: int, vif: float) -> Hypothesis | None:
+            return _metric_hypothesis(
+                metric, conds[i][0], conds[i][1], int(counts[i]), float(sums[i]),  # noqa: B023
+                float(sq_sums[i]), float(rank_sums[i]), group, present, vif, cfg,  # noqa: B023
+            )
+
+        hyps = {i: h for i in range(len(conds)) if (h := build(i, 1.0)) is not None}
+        # only candidates pay for the autocorrelation correction (an FFT per condition)
+        candidates = [i for i, h in hyps.items() if h.log_p < 0.0]
+        if candidates:
+            rows = order[present[order]]
+            vifs = variance_inflation(ranks[rows], matrix[candidates][:, rows] > 0)
+            for i, vif in zip(candidates, vifs, strict=True):
+                rebuilt = build(i, float(vif))
+                if rebuilt is not None:
+                    hyps[i] = rebuilt
+        out.extend(hyps[i] for i in sorted(hyps))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One metric over every row that carries it (centred sums, for the complement)."""
+
+    total: int
+    sum: float
+    sq_sum: float
+    mean: float
+    tie_term: float
+
+
+def _metric_hypothesis(
+    metric: str, cond: dict[str, Any], cell: Mask, n1: int, s1: float, q1: float,
+    rank_sum: float, group: _Group, present: Mask, vif: float, cfg: DistillerConfig,
+) -> Hypothesis | None:
+    n2 = group.total - n1
+    s2, q2 = group.sum - s1, group.sq_sum - q1
+    mean1, mean2 = s1 / n1, s2 / n2
+    var1 = max(0.0, (q1 - s1 * mean1) / (n1 - 1))
+    var2 = max(0.0, (q2 - s2 * mean2) / (n2 - 1))
+    raw_t, raw_df = stats.welch_t(mean1, var1, n1, mean2, var2, n2)
+    if math.isnan(raw_t):
+        return None  # both groups constant: nothing to test
+    raw_z = stats.mann_whitney_z(rank_sum, n1, n2, group.tie_term)
+    # autocorrelated episodes carry less information than their count says
+    scale = math.sqrt(vif)
+    t, z, df = raw_t / scale, raw_z / scale, max(1.0, raw_df / vif)
+    overall = group.mean
+    effect = overall + mean1
+    gap = effect - overall
+    relative = abs(gap) / abs(overall) if overall else math.inf
+    passes = relative >= cfg.min_effect and gap != 0.0
+    log_two = math.log(2.0)
+    log_p = 0.0
+    # The mean must differ (Welch) and the ranks too (Mann–Whitney): skewed
+    # metrics (gas, volumes) make Welch alone anticonservative in small cells,
+    # while the rank test is exact under "no association" whatever the shape.
+    # The larger p-value of the two is valid because each one is.
+    if passes and t * z > 0:
+        log_p_rank = log_two + stats.normal_logsf(abs(z))
+        if (log_p_rank <= math.log(cfg.alpha)
+                and log_two + stats.normal_logsf(abs(t)) <= math.log(cfg.alpha)):
+            log_p_mean = log_two + stats.t_logsf(abs(t), df)
+            log_p = min(0.0, max(log_p_mean, log_p_rank))
+    return Hypothesis(
+        condition=cond, target=f"metric:{metric}",
+        direction="lower" if gap < 0 else "higher", cell=cell, population=present,
+        support=n1,
+        effect=effect, baseline=overall, n_base=group.total, log_p=log_p,
+        log_min_p=-math.inf, passes_effect=passes,
+        detail={"test": METRIC_TEST, "statistic": t, "df": df, "rank_z": z,
+                "variance_inflation": vif, "relative_effect": relative,
+                "rest_mean": overall + mean2},
+    )
+
+
+# ---------------------------------------------------------------- outcome rates
+
+
+def _scan_rates(
+    table: Table, windows: Windows, order: npt.NDArray[np.intp], cfg: DistillerConfig
+) -> list[Hypothesis]:
+    """An action against every action; a condition on an action against that action's own rate.
+
+    Comparing "swap at 20:00–00:00" with all actions would credit the window
+    with whatever makes swaps differ from rebalances; the null that matters is
+    "the time of day does not change how swaps go".
+    """
+    out: list[Hypothesis] = []
+    if int(table.rated.sum()) < 2 * cfg.min_support:
+        return out
+    for action, mask in table.action_masks.items():
+        own = mask & table.rated
+        top = _unique(iter([({"action": action}, own)]), table.rated, cfg.min_support)
+        out.extend(_rate_family(table, top, table.rated, order, cfg))
+        if int(own.sum()) >= 2 * cfg.min_support:
+            conds = _rate_conditions(table, action, own, windows, cfg)
+            out.extend(_rate_family(table, conds, own, order, cfg))
+    return out
+
+
+def _rate_family(
+    table: Table, conds: list[tuple[dict[str, Any], Mask]], population: Mask,
+    order: npt.NDArray[np.intp], cfg: DistillerConfig,
+) -> list[Hypothesis]:
+    if not conds:
+        return []
+    total = int(population.sum())
+    matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+    counts = matrix.sum(axis=1)
+    rows = order[population[order]]
+    out: list[Hypothesis] = []
+    for target, hits in ((NEGATIVE_RATE, table.negative), (POSITIVE_RATE, table.positive)):
+        in_pop = hits & population
+        good = int(in_pop.sum())
+        if not 0 < good < total:
+            continue  # an outcome that never (or always) happens here has no rate to test
+        hit_counts = matrix @ in_pop.astype(np.float64)
+        base = good / total
+        family: list[Hypothesis] = []
+        for i, (cond, cell) in enumerate(conds):
+            n, k = int(counts[i]), round(float(hit_counts[i]))
+            rate = k / n
+            passes = rate - base >= cfg.min_rate_gap
+            family.append(Hypothesis(
+                condition=cond, target=target, direction="higher", cell=cell,
+                population=population, support=n, effect=rate, baseline=base, n_base=total,
+                log_p=_fisher(k, n, good, total, 1.0) if passes else 0.0,
+                # margins before any correction: the bar Tarone sets must not see the outcomes
+                log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
+                passes_effect=passes, hits=k, detail={"test": RATE_TEST, "base_hits": good},
+            ))
+        candidates = [i for i, h in enumerate(family) if h.log_p < 0.0]
+        if candidates:
+            vifs = variance_inflation(in_pop[rows].astype(np.float64),
+                                      matrix[candidates][:, rows] > 0)
+            for i, vif in zip(candidates, vifs, strict=True):
+                h = family[i]
+                h.log_p = _fisher(int(h.hits or 0), h.support, good, total, float(vif))
+                h.detail["variance_inflation"] = float(vif)
+        out.extend(family)
+    return out
+
+
+def _fisher(k: int, n: int, good: int, total: int, vif: float) -> float:
+    """One-sided Fisher test of the 2×2 table, each cell divided by ``vif`` (Kish's design effect).
+
+    Dividing the counts by the variance inflation gives the table the
+    information it really holds; rounding keeps it a table of counts.
+    """
+    if vif <= 1.0:
+        return stats.hypergeom_logsf(k, total, good, n)
+    cells = [k, n - k, good - k, total - n - good + k]
+    a, b, c, d = (math.floor(x / vif + 0.5) for x in cells)
+    if a + b < 1 or c + d < 1:
+        return 0.0
+    return stats.hypergeom_logsf(a, a + b + c + d, a + c, a + b)

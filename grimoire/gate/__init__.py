@@ -1,0 +1,11 @@
+"""The admission gate (SPEC §6): what may enter the semantic store, and how it enters.
+
+- ``admission``: the gate itself: quality, duplicates and merges,
+  contradiction, quarantine, the decision and its logged factors;
+- ``quality``: the rule-based quality score of a candidate text;
+- ``agreement``: how far a candidate agrees with or contradicts what is stored.
+
+Pure given their look-ups: callers pass the store reads in. May import
+records, config and errors; must not import the stores' writers, retrieval,
+the methods or the curator.
+"""

@@ -1,0 +1,282 @@
+"""The retrieval backends: vector, BM25 and graph candidates from the stores.
+
+Each backend returns its top ``retrieval.candidates`` (20) per kind:
+
+- vector: episodes by cosine in the episodic store's in-memory index, entries
+  by the semantic store's KNN;
+- bm25: episode text (FTS5 in the episode journal), entry content (FTS5);
+- graph: items that mention the query's entities or their knowledge-graph
+  neighbourhood (``grimoire.mentions``).
+
+A backend's list is ranked within its kind (episode lists and entry lists
+are separate RRF voters: BM25 scores of two FTS indexes are not comparable,
+and this keeps the two kinds on an equal footing).
+
+Filters are applied inside the stores where they can be (entry category,
+status and strategy; episode strategy and timestamp) and re-checked here
+where they cannot: ``at`` keeps only items *recorded* by then (an episode's
+UUIDv7 time, an entry's ``created_at``), so each backend over-fetches 2×
+under ``at``. Entries are decayed to ``at`` (else now): an entry's current
+confidence and votes are used as they stand, the store keeps no history of
+them. ``min_confidence`` applies to every candidate's (effective) confidence;
+episodes carry the configured episode confidence.
+
+The keyword and graph backends need no query vector: ``start_keyword`` runs
+them in a small shared read pool while the caller embeds the query, and
+``finish_keyword`` adds what they found in a fixed order. BM25 gets the
+query's content words (stopwords out) and, of those, the distinctive ones
+(``pipeline_terms``). Unfiltered, the episode vector search reads the
+store's vector matrix directly and takes records from the episode cache
+(``pipeline_records``), because building 20 records from Arrow rows cost
+more than the dot product.
+
+Must not score, fuse or select (``pipeline_pool`` turns the pool into candidates).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grimoire.context import Context
+from grimoire.mentions import graph_items, query_keys
+from grimoire.records import Episode, GrimoireEntry
+from grimoire.retrieval.candidates import Vector
+from grimoire.retrieval.stages.params import RetrieveRequest
+from grimoire.retrieval.stages.records import current_entries, episode_by_id
+from grimoire.retrieval.stages.support import record_time
+from grimoire.retrieval.stages.terms import selective_words
+from grimoire.stores.episodes import EpisodeFilter
+from grimoire.stores.semantic_types import EntryFilter
+
+__all__ = [
+    "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
+    "finish_keyword", "keyword_query", "start_keyword", "vector_entries", "vector_episodes",
+]
+
+_READ_WORKERS = 3
+_READS_LOCK = threading.Lock()
+_READS: ThreadPoolExecutor | None = None
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Function words dropped from the BM25 query: the stores OR the words together, so an item
+# matching only "when" or "is" would get a full BM25 rank (an RRF vote) for nothing.
+_STOPWORD_TEXT = """
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers him his how i if in into is it its itself just me more
+most my no nor not now of off on once only or other our ours out over own same she should so
+some such than that the their theirs them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you
+your yours
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass
+class Keyword:
+    """The backends running in the read pool while the query is embedded."""
+
+    entries: Future[list[GrimoireEntry]] | None = None
+    episodes: Future[list[Episode]] | None = None
+    graph: Future[tuple[dict[str, list[Episode | GrimoireEntry]], dict[str, Any]]] | None = None
+
+
+@dataclass
+class Pool:
+    """What the backends found, before scoring. ``lists``: backend → ids, best first."""
+
+    episodes: dict[str, Episode] = field(default_factory=dict)
+    entries: dict[str, GrimoireEntry] = field(default_factory=dict)
+    lists: dict[str, list[str]] = field(default_factory=dict)
+    entry_similarity: list[tuple[GrimoireEntry, float]] = field(default_factory=list)
+    graph: dict[str, Any] = field(default_factory=dict)
+    injected: list[str] = field(default_factory=list)
+
+    def add(self, backend: str, items: Sequence[Episode | GrimoireEntry]) -> None:
+        ids = self.lists.setdefault(backend, [])
+        for item in items:
+            if isinstance(item, Episode):
+                self.episodes.setdefault(item.id, item)
+            else:
+                self.entries.setdefault(item.id, item)
+            ids.append(item.id)
+
+
+def entry_filter(req: RetrieveRequest) -> EntryFilter:
+    if req.strategy is not None:
+        return EntryFilter.for_strategy(req.strategy, categories=req.categories)
+    return EntryFilter(categories=req.categories)
+
+
+def episode_filter(req: RetrieveRequest) -> EpisodeFilter | None:
+    if req.strategy is None and req.at is None:
+        return None
+    return EpisodeFilter(strategy=req.strategy,
+                         until_ms=None if req.at is None else req.at + 1)
+
+
+def entry_ok(entry: GrimoireEntry, req: RetrieveRequest, flt: EntryFilter) -> bool:
+    """``flt.matches(entry)`` plus ``at``; the filter's sets are built once per filter
+    (``EntryFilter.effective_statuses`` rebuilds a tuple per call: ~0.7 ms a query)."""
+    if req.at is not None and entry.created_at > req.at:
+        return False
+    statuses, categories, strategies, regimes = _sets(flt)
+    return (entry.status in statuses
+            and (categories is None or entry.category in categories)
+            and (strategies is None or entry.strategy in strategies)
+            and (regimes is None or entry.market_regime in regimes))
+
+
+_FilterSets = tuple[frozenset[Any], frozenset[Any] | None, frozenset[Any] | None,
+                    frozenset[Any] | None]
+
+
+@functools.lru_cache(maxsize=256)
+def _sets(flt: EntryFilter) -> _FilterSets:
+    def opt(values: tuple[Any, ...] | None) -> frozenset[Any] | None:
+        return None if values is None else frozenset(values)
+
+    return (frozenset(flt.effective_statuses), opt(flt.categories), opt(flt.strategies),
+            opt(flt.regimes))
+
+
+def episode_ok(episode: Episode, req: RetrieveRequest) -> bool:
+    if req.strategy is not None and episode.strategy != req.strategy:
+        return False
+    if req.at is None:
+        return True
+    return episode.timestamp <= req.at and record_time(episode.id, episode.timestamp) <= req.at
+
+
+def keyword_query(text: str) -> str:
+    """The query's content words for BM25 (stopwords out); "" when none are left."""
+    return " ".join(w for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+
+
+def _reads() -> ThreadPoolExecutor:
+    # Created on first use, shared by every Context: the keyword and graph backends run here
+    # while the caller's thread embeds the query (SQLite, LMDB and ONNX release the GIL).
+    global _READS
+    with _READS_LOCK:
+        if _READS is None:
+            _READS = ThreadPoolExecutor(max_workers=_READ_WORKERS,
+                                        thread_name_prefix="grimoire-retrieval-reads")
+        return _READS
+
+
+def _fetch(req: RetrieveRequest, n: int) -> int:
+    return 2 * n if req.at is not None else n  # "at" filters afterwards: over-fetch
+
+
+def _bm25_entries(ctx: Context, req: RetrieveRequest, words: list[str]
+                  ) -> list[GrimoireEntry]:
+    n = ctx.config.retrieval.candidates
+    flt = entry_filter(req)
+    query = selective_words(ctx, "entry", words)
+    if not query:
+        return []
+    return [e for e, _ in ctx.semantic.bm25(query, _fetch(req, n), flt)
+            if entry_ok(e, req, flt)][:n]
+
+
+def _bm25_episodes(ctx: Context, req: RetrieveRequest, words: list[str]) -> list[Episode]:
+    n = ctx.config.retrieval.candidates
+    query = selective_words(ctx, "episode", words)
+    if not query:
+        return []
+    found = ctx.episodes.text_search(query, _fetch(req, n), episode_filter(req))
+    return [e for e, _ in found if episode_ok(e, req)][:n]
+
+
+def _graph(ctx: Context, req: RetrieveRequest, keys: list[str], kinds: Sequence[str]
+           ) -> tuple[dict[str, list[Episode | GrimoireEntry]], dict[str, Any]]:
+    n = ctx.config.retrieval.candidates
+    found, trace = graph_items(ctx, keys, until=req.at, limit=2 * n)
+    flt = entry_filter(req)
+    entries = ctx.semantic.get_entries(
+        [i.id for i in found if i.kind == "entry"]) if "entry" in kinds else {}
+    ranked: dict[str, list[Episode | GrimoireEntry]] = {"episode": [], "entry": []}
+    for item in found:
+        if item.kind not in kinds or len(ranked[item.kind]) >= n:
+            continue
+        if item.kind == "episode":
+            episode = episode_by_id(ctx, item.id)
+            if episode is not None and episode_ok(episode, req):
+                ranked["episode"].append(episode)
+        elif (entry := entries.get(item.id)) is not None and entry_ok(entry, req, flt):
+            ranked["entry"].append(entry)
+    return ranked, trace
+
+
+def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> Keyword:
+    """Start the BM25 and graph backends in the read pool (they need no query vector)."""
+    pool = _reads()
+    out = Keyword()
+    words = keyword_query(req.query).split()
+    if words and "entry" in kinds:
+        out.entries = pool.submit(_bm25_entries, ctx, req, words)
+    if words and "episode" in kinds:
+        out.episodes = pool.submit(_bm25_episodes, ctx, req, words)
+    keys = query_keys(req.query, req.entities)
+    if keys:
+        out.graph = pool.submit(_graph, ctx, req, keys, kinds)
+    return out
+
+
+def vector_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
+    """Entries by cosine; their similarities also feed mode=auto's decision."""
+    n = ctx.config.retrieval.candidates
+    flt = entry_filter(req)
+    found = ctx.semantic.knn_versions(q, _fetch(req, n), flt)
+    current = current_entries(ctx, [(i, version) for i, version, _ in found])
+    hits = [(current[i], sim) for i, _, sim in found
+            if i in current and entry_ok(current[i], req, flt)][:n]
+    pool.entry_similarity = hits
+    pool.add("vector.entry", [e for e, _ in hits])
+
+
+def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
+    """Episodes by cosine. Unfiltered, the top ids come straight from the store's vector
+    matrix and the records from the episode cache: building 20 records from Arrow rows
+    per query cost more than the dot product itself (same order as the store's search:
+    score, then append order)."""
+    n = ctx.config.retrieval.candidates
+    flt = episode_filter(req)
+    if flt is not None:
+        hits = [e for e, _ in ctx.episodes.search(q, _fetch(req, n), flt)
+                if episode_ok(e, req)][:n]
+    else:
+        ids, matrix = ctx.episodes.all_vectors()
+        if not ids:
+            return
+        scores = matrix @ q
+        k = min(n, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(k)
+        top = top[np.lexsort((top, -scores[top]))]
+        hits = [e for p in top.tolist() if (e := episode_by_id(ctx, ids[p])) is not None]
+    pool.add("vector.episode", hits)
+
+
+def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
+    """Add what the keyword and graph backends found (waiting for them), in a fixed order."""
+    if keyword.entries is not None:
+        found = keyword.entries.result()
+        if "entry" in kinds:
+            pool.add("bm25.entry", found)
+    if keyword.episodes is not None:
+        episodes = keyword.episodes.result()
+        if "episode" in kinds:
+            pool.add("bm25.episode", episodes)
+    if keyword.graph is not None:
+        ranked, trace = keyword.graph.result()
+        pool.graph = trace
+        for kind, items in ranked.items():
+            if items and kind in kinds:
+                pool.add(f"graph.{kind}", items)
