@@ -1,0 +1,190 @@
+"""Judging stored claims against new episodes (curator.claims_check): pure, no stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from curator.claims_check import (
+    EpisodeWindow,
+    EventIndex,
+    check_causal,
+    condition_mask,
+    event_key,
+    event_keys,
+    judge_claim,
+    midpoint_verdict,
+    reversal,
+)
+from grimoire.ids import new_id
+from grimoire.records import Claim, Episode, episode_from_params
+from tests.curator.test_curator_support import GAS_CLAIM, SWAP_CLAIM, gas_obs, hour, swap
+
+
+def ep(params: dict[str, Any]) -> Episode:
+    return episode_from_params(params, id=new_id(params["timestamp"]), now_ms=params["timestamp"])
+
+
+def test_condition_mask_reads_the_distiller_vocabulary() -> None:
+    """Regime, token pair, action and hour windows (wrapping midnight) select episodes."""
+    window = EpisodeWindow.of([
+        ep(gas_obs(hour(2.5), 5.0)), ep(gas_obs(hour(23.5), 20.0)),
+        ep(swap(hour(3), "negative")), ep(swap(hour(12), "positive", regime="bull")),
+    ])
+    assert condition_mask(window, {"hour_window": [2, 4]}).tolist() == [True, False, True, False]
+    assert condition_mask(window, {"hour_window": [23, 1]}).tolist() == [False, True, False,
+                                                                         False]
+    assert condition_mask(window, {"action": "swap", "regime": "high_vol"}).tolist() == [
+        False, False, True, False]
+    assert condition_mask(window, {"action": "bridge"}).tolist() == [False] * 4
+    assert condition_mask(window, {"token_pair": "WETH/USDC"}).all()
+    # Scoped as the learner scopes claims: a strategy's episodes, or (None) the global ones.
+    assert condition_mask(window, {}, scope=True, strategy="eth-dca").tolist() == [
+        False, False, True, True]
+    assert condition_mask(window, {}, scope=True, strategy=None).tolist() == [
+        True, True, False, False]
+
+
+def test_unreadable_conditions_give_no_verdict() -> None:
+    window = EpisodeWindow.of([ep(gas_obs(hour(3), 5.0))])
+    assert condition_mask(window, {"metric_band": ["volume", "upper"]}) is None
+    assert condition_mask(window, {"hour_window": [2]}) is None
+    claim = Claim({"mood": "calm"}, "metric:gas_gwei", "lower", 6.0, 24.0, 10)
+    assert judge_claim(window, claim, 1) is None
+
+
+def test_metric_claim_right_wrong_and_undecided() -> None:
+    """Cheap gas in 02-04 is right when the new window's mean sits on the cheap side of the
+    midpoint (15), wrong on the other side, undecided below the minimum support."""
+    cheap = EpisodeWindow.of([ep(gas_obs(hour(2 + i / 10), 7.0 + i)) for i in range(4)])
+    verdict = judge_claim(cheap, GAS_CLAIM, 3)
+    assert verdict is not None and verdict.right is True and verdict.n == 4
+    assert verdict.observed == 8.5
+    dear = EpisodeWindow.of([ep(gas_obs(hour(3), 40.0 + i)) for i in range(3)]
+                            + [ep(gas_obs(hour(10), 1.0))])  # outside the window: ignored
+    verdict = judge_claim(dear, GAS_CLAIM, 3)
+    assert verdict is not None and verdict.right is False and verdict.n == 3
+    few = EpisodeWindow.of([ep(gas_obs(hour(3), 40.0)), ep(gas_obs(hour(3.1), 41.0))])
+    verdict = judge_claim(few, GAS_CLAIM, 3)
+    assert verdict is not None and verdict.right is None and verdict.n == 2
+
+
+def test_outcome_rate_claim_counts_only_rated_matching_actions() -> None:
+    """The claim is eth-dca's (swaps carry that strategy): rated swaps in high_vol count."""
+    losing = [ep(swap(hour(1 + i), "negative")) for i in range(3)] + [
+        ep(swap(hour(5), "positive")), ep(swap(hour(6), "positive", regime="bull")),
+        ep(gas_obs(hour(7), 20.0, regime="high_vol"))]
+    verdict = judge_claim(EpisodeWindow.of(losing), SWAP_CLAIM, 3)
+    assert verdict is not None and verdict.n == 4 and verdict.observed == 0.75
+    assert verdict.right is True
+    winning = [ep(swap(hour(1 + i), "positive")) for i in range(4)]
+    verdict = judge_claim(EpisodeWindow.of(winning), SWAP_CLAIM, 3)
+    assert verdict is not None and verdict.right is False and verdict.observed == 0.0
+
+
+def test_every_min_support_episodes_count_as_one_prediction() -> None:
+    """Forty observations are more evidence than three: judged once on the pool, counted as
+    n // min_support predictions, at most max_predictions."""
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 40.0)) for i in range(40)]
+    verdict = judge_claim(EpisodeWindow.of(dear[:7]), GAS_CLAIM, 3, max_predictions=10)
+    assert verdict is not None and verdict.right is False and verdict.predictions == 2
+    verdict = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3, max_predictions=10)
+    assert verdict is not None and verdict.predictions == 10
+    assert len(verdict.episode_ids) == 40
+    undecided = judge_claim(EpisodeWindow.of(dear[:2]), GAS_CLAIM, 3, max_predictions=10)
+    assert undecided is not None and undecided.predictions == 0
+
+
+def test_decisive_reversals_become_the_reversed_claim() -> None:
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 42.0)) for i in range(6)]
+    verdict = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3)
+    assert verdict is not None
+    flipped = reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None
+    assert (flipped.direction, flipped.effect, flipped.baseline, flipped.support) == (
+        "higher", 42.0, 24.0, 6)
+    assert flipped.condition == GAS_CLAIM.condition and flipped.target == GAS_CLAIM.target
+    # Too few episodes, or wrong but not past the baseline: no reversal.
+    few = judge_claim(EpisodeWindow.of(dear[:5]), GAS_CLAIM, 3)
+    assert few is not None and reversal(GAS_CLAIM, few, min_support=3, min_effect=0.25,
+                                        min_rate_gap=0.2) is None
+    meh = judge_claim(EpisodeWindow.of([ep(gas_obs(hour(2) + i, 20.0)) for i in range(6)]),
+                      GAS_CLAIM, 3)
+    assert meh is not None and meh.right is False
+    assert reversal(GAS_CLAIM, meh, min_support=3, min_effect=0.25, min_rate_gap=0.2) is None
+    # Swaps in high_vol that now win: the warning's claim reverses into "negative rate lower".
+    wins = judge_claim(EpisodeWindow.of([ep(swap(hour(1) + i, "positive")) for i in range(6)]),
+                       SWAP_CLAIM, 3)
+    assert wins is not None
+    flipped = reversal(SWAP_CLAIM, wins, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None and flipped.direction == "lower" and flipped.effect == 0.0
+    assert flipped.strategy == "eth-dca"
+
+
+@given(effect=st.floats(-1e6, 1e6), baseline=st.floats(-1e6, 1e6),
+       t=st.floats(0.0, 2.0))
+def test_midpoint_verdict_sides(effect: float, baseline: float, t: float) -> None:
+    """An observation between the midpoint and beyond the effect is right; beyond the
+    baseline's side wrong; a claim with no gap is never judged."""
+    observed = baseline + t * (effect - baseline)
+    verdict = midpoint_verdict(observed, effect, baseline)
+    mid = (effect + baseline) / 2
+    if effect == baseline or observed == mid:
+        assert verdict is None
+    elif abs(observed - effect) < abs(observed - baseline):
+        assert verdict is True
+    elif abs(observed - effect) > abs(observed - baseline):
+        assert verdict is False
+
+
+def _alert(at: int) -> dict[str, Any]:
+    return {"text": "Clade alert: whale moved WETH", "type": "clade_alert", "timestamp": at}
+
+
+def _shift(at: int) -> dict[str, Any]:
+    return {"text": "regime shift to high_vol", "type": "regime_shift", "timestamp": at,
+            "regime": "high_vol"}
+
+
+LINK = Claim({"event": "clade_alert", "within_ms": 600_000}, "event:regime_shift", "higher",
+             0.85, 0.1, 10)
+
+
+def test_event_key_matches_causal_discovery_names() -> None:
+    at = hour(1)
+    assert event_key(ep(_alert(at))) == "clade_alert"
+    assert event_key(ep(gas_obs(at, 10.0))) is None
+    assert event_key(ep(swap(at, "negative"))) == "action:swap:negative"
+    assert event_keys(ep(_shift(at))) == {"regime_shift", "regime_shift_to_high_vol"}
+
+
+def test_event_key_agrees_with_causal_discovery() -> None:
+    discovery = pytest.importorskip("curator.learn.causal_discovery")
+    at = hour(1)
+    for params in (_alert(at), gas_obs(at, 10.0), swap(at, "negative"), _shift(at)):
+        assert event_key(ep(params)) == discovery.default_event_key(ep(params))
+
+
+def test_check_causal_counts_each_occurrence_once_across_cycles() -> None:
+    """An alert is counted in the cycle in which its 10-minute window closed, never twice."""
+    m = 60_000
+    eps = [ep(e) for e in (_alert(hour(1)), _shift(hour(1) + 4 * m),      # followed
+                           _alert(hour(2)),                                # not followed
+                           _alert(hour(3)), _shift(hour(3) + 9 * m),       # followed
+                           _alert(hour(4) - 5 * m))]                       # window still open
+    cut = hour(2) + 20 * m
+    index = EventIndex.of(eps)
+    first = check_causal(index, LINK, closed_after=hour(0), closed_until=cut, min_support=1)
+    second = check_causal(index, LINK, closed_after=cut, closed_until=hour(4), min_support=1)
+    whole = check_causal(index, LINK, closed_after=hour(0), closed_until=hour(4), min_support=1)
+    assert first is not None and second is not None and whole is not None
+    assert (first.occurrences, first.followed) == (2, 1)
+    assert (second.occurrences, second.followed) == (1, 1)
+    assert (whole.occurrences, whole.followed) == (3, 2)
+    assert [p[2] for p in whole.pairs] == [4 * m, 9 * m]
+    assert whole.verdict.right is True  # 2/3 is above the (0.85 + 0.1) / 2 midpoint
+    assert check_causal(index, GAS_CLAIM, closed_after=0, closed_until=hour(5),
+                        min_support=1) is None

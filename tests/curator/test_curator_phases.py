@@ -1,0 +1,397 @@
+"""Curator phases on hand-built stores: validate, compress, parameterize, promote, decay,
+demote and prune. Each test opens a real Grimoire in tmp_path (frozen clock, hash embedder)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from curator import change_points
+from curator.cycle.evidence import validate_predictions, vote_change
+from curator.cycle.learn import compress
+from curator.cycle.lifecycle import decay, demote_and_prune
+from curator.cycle.promote import parameterize, promote
+from curator.cycle.run import run_cycle
+from curator.cycle.state import apply_changes, pending_votes
+from grimoire import Grimoire
+from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
+from grimoire.records import Category, DecayClass, EntryStatus, Provenance
+from tests.curator.test_curator_support import (
+    GAS_CLAIM,
+    SWAP_CLAIM,
+    deltas,
+    finish_cycle,
+    gas_obs,
+    get,
+    grimoire_at,
+    hour,
+    put,
+    start_cycle,
+    swap,
+    write,
+)
+
+
+@pytest.fixture
+def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
+    yield from grimoire_at(tmp_path, clock)
+
+
+# --- 1. validate predictions ---------------------------------------------------------------
+
+
+def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
+        g: Grimoire, clock: FrozenClock) -> None:
+    insight = put(g, claim=GAS_CLAIM, confidence=0.6)
+    clock.set(hour(5))
+    write(g, [gas_obs(hour(2.1 + i / 10), 6.0 + i) for i in range(4)])
+    counts = validate_predictions(start_cycle(g))
+    assert counts == {"judged": 1, "right": 1, "wrong": 0, "undecided": 0, "voted": 0,
+                      "upvotes": 0, "downvotes": 0, "reversals": 0}
+    after = get(g, insight.id)
+    assert after.confidence == pytest.approx(0.65)
+    assert (after.validated_count, after.contradicted_count) == (1, 0)
+    assert after.last_accessed_at == hour(5)
+    assert deltas(g, insight.id) == ["validate"]
+
+
+def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
+        g: Grimoire, clock: FrozenClock) -> None:
+    insight = put(g, claim=GAS_CLAIM, confidence=0.9)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.8,
+                parent_entry_ids=(insight.id,), content="When 02-04, prefer swap")
+    warning = put(g, category=Category.WARNING, claim=SWAP_CLAIM, confidence=0.7)
+    clock.set(hour(6))
+    write(g, [gas_obs(hour(2.5) + i, 41.0) for i in range(3)]
+          + [swap(hour(4) + i, "positive") for i in range(3)])
+    counts = validate_predictions(start_cycle(g))
+    assert counts["wrong"] == 3 and counts["right"] == 0
+    assert get(g, insight.id).confidence == pytest.approx(0.8)
+    assert get(g, child.id).confidence == pytest.approx(0.7)
+    assert get(g, child.id).contradicted_count == 1
+    assert get(g, warning.id).confidence == pytest.approx(0.6)
+    assert get(g, insight.id).last_accessed_at == insight.last_accessed_at  # no reset
+
+
+def test_too_little_evidence_is_undecided_and_changes_nothing(
+        g: Grimoire, clock: FrozenClock) -> None:
+    insight = put(g, claim=GAS_CLAIM)
+    write(g, [gas_obs(hour(3), 40.0), gas_obs(hour(12), 40.0)])
+    assert validate_predictions(start_cycle(g))["undecided"] == 1
+    assert get(g, insight.id) == insight
+
+
+def test_batched_votes_are_netted_once_and_taken_off_the_pending_list(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """3 ups and 1 down since the last cycle net to +0.15 in one step (SPEC §4 and seed 004's
+    "3 upvotes and 1 downvote nets to +2"); the curator's own verdict joins the same net."""
+    voted = put(g, confidence=0.5)
+    judged = put(g, claim=GAS_CLAIM, confidence=0.5)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes", {
+        voted.id: {"up": 3, "down": 1}, judged.id: {"up": 0, "down": 1}}))
+    write(g, [gas_obs(hour(2.2) + i, 6.0) for i in range(3)])
+    clock.set(hour(5))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["voted"] == 2 and counts["upvotes"] == 3 and counts["downvotes"] == 2
+    assert get(g, voted.id).confidence == pytest.approx(0.5 + 0.3 - 0.15)
+    assert get(g, voted.id).validated_count == 3 and get(g, voted.id).contradicted_count == 1
+    assert get(g, voted.id).last_accessed_at == hour(5)  # a net gain restarts the clock
+    assert get(g, judged.id).confidence == pytest.approx(0.5 - 0.15 + 0.05)
+    assert get(g, judged.id).last_accessed_at == judged.last_accessed_at  # a net loss does not
+    assert semantic.get_meta("pending_votes") == {}
+    assert deltas(g, voted.id) == ["votes"] and deltas(g, judged.id) == ["validate"]
+
+
+def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
+    entry = put(g, confidence=0.5)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes",
+                                                    {entry.id: {"up": 1, "down": 0}}))
+    cy = start_cycle(g)
+    snapshot = pending_votes(g.context)
+    # A learner adds a vote between the curator's read and its write.
+    g.context.writer.call(lambda: semantic.set_meta("pending_votes",
+                                                    {entry.id: {"up": 2, "down": 1}}))
+    apply_changes(cy, [vote_change(cy, entry.id, None, op="votes", why="t",
+                                   votes=snapshot[entry.id], consume=True)])
+    assert get(g, entry.id).confidence == pytest.approx(0.6)
+    assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
+
+
+def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Cheap gas at 02-04 turns dear on 6 episodes: the opposite decisively holds, so the
+    old insight takes the full weight of one cycle (10 wrong predictions, to the floor) and
+    its derived rule follows it out; the reversed claim goes through the gate, and the
+    family's change point is recorded at the first dear episode for the learners."""
+    old = put(g, claim=GAS_CLAIM, confidence=0.99)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.9,
+                parent_entry_ids=(old.id,), content="When 02-04, prefer swap",
+                status=EntryStatus.ACTIVE)
+    write(g, [gas_obs(hour(2) + i * 60_000, 42.0) for i in range(6)])
+    clock.set(hour(5))
+    cy = start_cycle(g)
+    counts = validate_predictions(cy)
+    assert counts["wrong"] == 2 and counts["reversals"] == 1
+    assert counts.get("reversal_admitted") == 1
+    after = get(g, old.id)
+    assert after.confidence == pytest.approx(0.05) and after.contradicted_count == 10
+    assert get(g, child.id).confidence == pytest.approx(0.05)
+    assert demote_and_prune(cy)["demoted"] >= 1
+    assert get(g, child.id).status is EntryStatus.DEMOTED
+    (new,) = [e for e in g.context.semantic.list_entries(limit=None)
+              if e.claim is not None and e.claim.direction == "higher"]
+    assert new.claim is not None and new.claim.effect == 42.0
+    assert len(new.parent_episode_ids) == 6 and new.status is EntryStatus.CANDIDATE
+    assert new.content == ("When the hour is 02:00–04:00 UTC, gas averages 42 gwei (vs 24 "
+                           "gwei otherwise; 6 episodes).")
+    assert deltas(g, new.id) == ["reversal"]
+    (audit,) = [d for d in g.context.semantic.list_curator_deltas(entry_id=old.id)
+                if d.op == "validate"]
+    assert audit.after is not None
+    assert audit.after["why"].startswith("reversed, counted as 10 predictions wrong")
+    assert audit.after["detail"]["reversed"] is True
+    assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY) == {
+        change_points.family(GAS_CLAIM): hour(2)}
+    finish_cycle(cy)
+    # Not proposed twice while it is known.
+    write(g, [gas_obs(hour(2, day=1) + i * 60_000, 42.0) for i in range(6)])
+    clock.set(hour(5, day=1))
+    assert validate_predictions(start_cycle(g))["reversals"] == 0
+
+
+def test_a_wrong_but_indecisive_verdict_records_no_change_point(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Gas at 20 gwei in the cheap window: wrong (past the midpoint) but not past the
+    baseline of 24, so no reversal: one wrong prediction per 3 episodes, nothing else."""
+    old = put(g, claim=GAS_CLAIM, confidence=0.9)
+    write(g, [gas_obs(hour(2) + i * 60_000, 20.0) for i in range(6)])
+    clock.set(hour(5))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["wrong"] == 1 and counts["reversals"] == 0
+    assert get(g, old.id).confidence == pytest.approx(0.7)
+    assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY, None) is None
+
+
+# --- 2. compress -------------------------------------------------------------------------
+
+
+def _losing_swaps(start: int, n: int) -> list[dict[str, object]]:
+    return [swap(start + i * 60_000, "negative") for i in range(n)]
+
+
+def test_coherent_regime_cluster_becomes_one_insight_through_the_gate(
+        g: Grimoire, clock: FrozenClock) -> None:
+    write(g, [*_losing_swaps(hour(1), 5), gas_obs(hour(1.5), 20.0, regime="bull")])
+    clock.set(hour(2))
+    cy = start_cycle(g)
+    counts = compress(cy)
+    assert counts["clusters"] == 1 and counts["admitted"] == 1 and counts["consolidated"] == 5
+    insights = g.entry_list(category="insight")["entries"]
+    assert len(insights) == 1
+    made = insights[0]
+    assert made["confidence"] == pytest.approx(0.45)  # mean episode confidence 0.5 × 0.9
+    assert made["tags"][0] == "compressed" and made["market_regime"] == "high_vol"
+    assert len(made["parent_episode_ids"]) == 5
+    states = g.context.semantic.episode_states(made["parent_episode_ids"])
+    assert all(s.consolidated for s in states.values())
+    assert deltas(g, made["id"]) == ["compress"]
+    finish_cycle(cy)
+    # The same pattern next cycle restates the insight: merged (upvoted), not duplicated.
+    write(g, _losing_swaps(hour(3), 5))
+    clock.set(hour(4))
+    counts = compress(start_cycle(g))
+    assert counts["merged"] + counts["skipped"] == 1 and counts["admitted"] == 0
+    assert len(g.entry_list(category="insight")["entries"]) == 1
+
+
+def test_compress_needs_three_episodes_in_one_regime(g: Grimoire) -> None:
+    write(g, [*_losing_swaps(hour(1), 2), swap(hour(1.5), "negative", regime="bull")])
+    assert compress(start_cycle(g))["proposed"] == 0
+
+
+# --- 3. parameterize and promote ---------------------------------------------------------
+
+
+def test_active_cost_insight_yields_one_derived_heuristic(
+        g: Grimoire, clock: FrozenClock) -> None:
+    insight = put(g, claim=GAS_CLAIM, confidence=0.9, strategy=None)
+    counts = parameterize(start_cycle(g))
+    assert counts["proposed"] == 1 and counts["heuristics"] == 1 and counts["admitted"] == 1
+    rules = g.entry_list(category="heuristic")["entries"]
+    assert len(rules) == 1
+    rule = rules[0]
+    assert rule["parent_entry_ids"] == [insight.id]
+    assert rule["content"].startswith("When the time is between 02:00 and 04:00 UTC, prefer")
+    assert rule["confidence"] == pytest.approx(0.9)
+    # At 0.9 >= 0.7 and learnt here, it is promoted in the same cycle it is derived.
+    assert rule["provenance"] == "self_learned" and rule["status"] == "active"
+    assert counts["promoted"] == 1
+    assert deltas(g, rule["id"]) == ["derive", "promote"]
+    # Never derived twice from the same insight.
+    assert parameterize(start_cycle(g))["proposed"] == 0
+    # When the insight's numbers are edited, the rule's sentence follows.
+    edited = dataclasses.replace(GAS_CLAIM, effect=5.0)
+    g.context.writer.call(lambda: g.context.semantic.update_entry(
+        dataclasses.replace(get(g, insight.id), claim=edited)))
+    assert parameterize(start_cycle(g))["refreshed"] == 1
+    assert "gas averages 5 gwei" in get(g, rule["id"]).content
+
+
+def test_a_rule_the_gate_skipped_is_not_proposed_every_cycle(g: Grimoire) -> None:
+    put(g, claim=GAS_CLAIM, confidence=0.9)
+    put(g, category=Category.HEURISTIC, decay_class=DecayClass.REGIME_CONDITIONAL,
+        content="When the time is between 02:00 and 04:00 UTC, prefer swap, rebalance or "
+                "bridge because gas averages 6 gwei (vs 24 gwei otherwise; 40 episodes).")
+    first = parameterize(start_cycle(g))
+    assert first["proposed"] == 1 and first["skipped"] == 1
+    again = parameterize(start_cycle(g))
+    assert again["proposed"] == 0 and again["tried"] == 1
+
+
+def test_outside_insights_must_be_validated_before_a_rule_is_derived(g: Grimoire) -> None:
+    clade = put(g, claim=GAS_CLAIM, confidence=0.9, provenance=Provenance.CLADE)
+    assert parameterize(start_cycle(g))["unvalidated"] == 1
+    g.context.writer.call(lambda: g.context.semantic.update_entry(
+        dataclasses.replace(clade, validated_count=1)))
+    assert parameterize(start_cycle(g))["proposed"] == 1
+
+
+def test_candidate_insights_are_not_parameterized(g: Grimoire) -> None:
+    put(g, claim=GAS_CLAIM, confidence=0.9, status=EntryStatus.CANDIDATE)
+    assert parameterize(start_cycle(g))["proposed"] == 0
+
+
+def test_promotion_thresholds_in_the_store(g: Grimoire) -> None:
+    cand = EntryStatus.CANDIDATE
+    low_insight = put(g, confidence=0.59, status=cand)
+    insight = put(g, confidence=0.6, status=cand)
+    low_rule = put(g, category=Category.HEURISTIC, confidence=0.69, status=cand,
+                   decay_class=DecayClass.REGIME_CONDITIONAL)
+    rule = put(g, category=Category.HEURISTIC, confidence=0.7, status=cand,
+               decay_class=DecayClass.REGIME_CONDITIONAL)
+    outside = put(g, category=Category.HEURISTIC, confidence=0.95, status=cand,
+                  provenance=Provenance.MARKETPLACE)
+    warning = put(g, category=Category.WARNING, confidence=0.3, status=cand)
+    counts = promote(start_cycle(g))
+    assert counts["promoted"] == 3
+    assert counts["insight"] == 1 and counts["heuristic"] == 1 and counts["warning"] == 1
+    status = {e.id: get(g, e.id).status for e in (low_insight, insight, low_rule, rule,
+                                                    outside, warning)}
+    assert status == {low_insight.id: cand, insight.id: EntryStatus.ACTIVE, low_rule.id: cand,
+                      rule.id: EntryStatus.ACTIVE, outside.id: cand,
+                      warning.id: EntryStatus.ACTIVE}
+    assert deltas(g, rule.id) == ["promote"]
+
+
+# --- 4. decay ----------------------------------------------------------------------------
+
+
+def test_decay_event_reports_this_cycles_decay(g: Grimoire, clock: FrozenClock) -> None:
+    """Two tactical insights (7-day half-life) and a structural one; 7 days between cycles:
+    the tactical ones halve, the structural one does not move."""
+    a = put(g, confidence=0.8)
+    b = put(g, confidence=0.4)
+    put(g, confidence=0.9, decay_class=DecayClass.STRUCTURAL)
+    cy = start_cycle(g)
+    finish_cycle(cy)
+    clock.advance(7 * MS_PER_DAY)
+    counts = decay(start_cycle(g))
+    assert counts["entries_decayed"] == 2
+    assert counts["avg_confidence_before"] == pytest.approx((0.8 + 0.4 + 0.9) / 3, abs=1e-4)
+    assert counts["avg_confidence_after"] == pytest.approx((0.4 + 0.2 + 0.9) / 3, abs=1e-4)
+    event = g.events.recent(1, name="GrimoireDecay")[0]
+    assert event["entries_decayed"] == 2
+    assert event["avg_confidence_after"] == counts["avg_confidence_after"]
+    # Decay is computed on read: the stored, evidence-based confidence is unchanged.
+    assert get(g, a.id).confidence == 0.8 and get(g, b.id).confidence == 0.4
+
+
+# --- 5. demote and prune -----------------------------------------------------------------
+
+
+def test_demotion_takes_derived_rules_with_it(g: Grimoire) -> None:
+    insight = put(g, claim=GAS_CLAIM, confidence=0.35)
+    child = put(g, category=Category.HEURISTIC, confidence=0.9, tags=("derived",),
+                parent_entry_ids=(insight.id,), decay_class=DecayClass.REGIME_CONDITIONAL)
+    fine = put(g, category=Category.HEURISTIC, confidence=0.8,
+               decay_class=DecayClass.REGIME_CONDITIONAL)
+    counts = demote_and_prune(start_cycle(g))
+    assert counts["demoted"] == 2
+    assert get(g, insight.id).status is EntryStatus.DEMOTED
+    assert get(g, child.id).status is EntryStatus.DEMOTED
+    assert get(g, fine.id).status is EntryStatus.ACTIVE
+    assert deltas(g, child.id) == ["demote"]
+    history = g.context.semantic.list_curator_deltas(entry_id=child.id)[0]
+    assert history.before == {"status": "active"}
+    assert history.after is not None and "no longer active" in history.after["why"]
+
+
+def test_prune_after_three_low_cycles_keeps_exempt_entries(
+        g: Grimoire, clock: FrozenClock) -> None:
+    low = dict(confidence=0.08, status=EntryStatus.DEMOTED)
+    doomed = put(g, **low)  # type: ignore[arg-type]
+    warning = put(g, category=Category.WARNING, **low)  # type: ignore[arg-type]
+    structural = put(g, decay_class=DecayClass.STRUCTURAL, **low)  # type: ignore[arg-type]
+    blood = put(g, is_bloodstain=True, **low)  # type: ignore[arg-type]
+    for expected in (1, 2):
+        assert demote_and_prune(start_cycle(g))["pruned"] == 0
+        assert get(g, doomed.id).consecutive_low_confidence == expected
+        clock.advance(MS_PER_HOUR)
+    counts = demote_and_prune(start_cycle(g))
+    assert counts["pruned"] == 1
+    assert get(g, doomed.id).status is EntryStatus.ARCHIVED
+    for kept in (warning, structural, blood):
+        assert get(g, kept.id).status is EntryStatus.DEMOTED
+        assert get(g, kept.id).consecutive_low_confidence == 3
+    # The count stops at 3: an exempt entry at the floor is not rewritten every cycle.
+    clock.advance(MS_PER_HOUR)
+    demote_and_prune(start_cycle(g))
+    assert get(g, warning.id).consecutive_low_confidence == 3
+    assert get(g, warning.id).updated_at < clock.now
+    # Archived: still readable by id, gone from lists and from similarity search.
+    assert g.entry_get(doomed.id)["status"] == "archived"
+    listed = {e["id"] for e in g.entry_list()["entries"]}
+    assert doomed.id not in listed and warning.id in listed
+    vector = g.context.semantic.get_embedding(doomed.id)
+    assert vector is not None
+    assert doomed.id not in {e.id for e, _ in g.context.semantic.knn(vector, 10)}
+    assert deltas(g, doomed.id) == ["prune"]  # counter bumps are not audit noise
+
+
+def test_a_good_cycle_resets_the_low_confidence_count(g: Grimoire) -> None:
+    entry = put(g, confidence=0.5, status=EntryStatus.CANDIDATE, consecutive_low_confidence=2)
+    demote_and_prune(start_cycle(g))
+    assert get(g, entry.id).consecutive_low_confidence == 0
+
+
+def test_low_quality_entries_are_pruned_unless_used(g: Grimoire) -> None:
+    junk = put(g, quality_score=0.01, status=EntryStatus.CANDIDATE)
+    used = put(g, quality_score=0.01, status=EntryStatus.CANDIDATE, access_count=5)
+    counts = demote_and_prune(start_cycle(g))
+    assert counts["pruned_low_quality"] == 1
+    assert get(g, junk.id).status is EntryStatus.ARCHIVED
+    assert get(g, used.id).status is EntryStatus.CANDIDATE
+
+
+def test_full_cycle_promotes_then_later_demotes_out_of_the_playbook(
+        g: Grimoire, clock: FrozenClock) -> None:
+    rule = put(g, category=Category.HEURISTIC, confidence=0.75, status=EntryStatus.CANDIDATE,
+               decay_class=DecayClass.REGIME_CONDITIONAL,
+               content="When gas is below 10 gwei, do swap because fees are 40% lower")
+    summary = run_cycle(g.context)
+    assert summary["entries_promoted"] == 1
+    short = rule.id[:8]
+    text = g.context.config.playbook_path.read_text(encoding="utf-8")
+    assert short in text and "do swap because fees" in text
+    # 14-day half-life: after 14 days 0.375 < 0.4 → demoted, out of PLAYBOOK.md.
+    clock.advance(14 * MS_PER_DAY)
+    summary = run_cycle(g.context)
+    assert summary["entries_demoted"] == 1
+    assert get(g, rule.id).status is EntryStatus.DEMOTED
+    assert short not in g.context.config.playbook_path.read_text(encoding="utf-8")
+    assert deltas(g, rule.id) == ["promote", "demote"]

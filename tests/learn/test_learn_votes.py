@@ -1,0 +1,171 @@
+"""Batched votes (the curator's contract) and claim aliases, on a real semantic store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curator.learn.apply import apply_operations, link_weight
+from curator.learn.filter import leak_reason, without_leaks
+from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
+from curator.operations import Operation, OpKind
+from grimoire.clock import MS_PER_DAY, FrozenClock
+from grimoire.config import DistillerConfig
+from grimoire.embed import HashEmbedder
+from grimoire.errors import ValidationError
+from grimoire.grimoire import Grimoire
+from grimoire.records import Category, Claim, Episode, EpisodeType
+from tests.learn.learn_support import T0, open_grimoire
+
+NOW = T0 + 90 * MS_PER_DAY
+
+
+@pytest.fixture
+def g(tmp_path: Path, hash_embedder: HashEmbedder) -> Iterator[Grimoire]:
+    grimoire = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder)
+    yield grimoire
+    grimoire.close()
+
+
+def test_votes_accumulate_in_the_agreed_shape(g: Grimoire) -> None:
+    record_votes(g.context, {"a": {"up": 2}, "b": {"down": 1}})
+    total = record_votes(g.context, {"a": {"up": 1, "down": 1}})
+    expected = {"a": {"up": 3, "down": 1}, "b": {"up": 0, "down": 1}}
+    assert total == expected and g.context.semantic.get_meta(VOTES_KEY) == expected
+
+
+def test_bad_votes_are_refused_and_leave_the_meta_untouched(g: Grimoire) -> None:
+    record_votes(g.context, {"a": {"up": 1}})
+    for bad, field in (({"a": {"up": -1}}, "votes.a.up"), ({"a": {"sideways": 1}}, "votes.a"),
+                       ({"": {"up": 1}}, "votes"), ({"a": {"up": True}}, "votes.a.up"),
+                       (["a"], "votes")):
+        with pytest.raises(ValidationError) as err:
+            record_votes(g.context, bad)  # type: ignore[arg-type]
+        assert err.value.field == field
+    assert g.context.semantic.get_meta(VOTES_KEY) == {"a": {"up": 1, "down": 0}}
+
+
+def test_no_votes_write_nothing(g: Grimoire) -> None:
+    assert record_votes(g.context, {"a": {"up": 0, "down": 0}}) == {}
+    assert g.context.semantic.get_meta(VOTES_KEY) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from("abc"),
+                                st.fixed_dictionaries({"up": st.integers(0, 5),
+                                                       "down": st.integers(0, 5)}),
+                                max_size=3), max_size=5))
+def test_merging_is_a_sum_whatever_the_batching(batches: list[dict[str, dict[str, int]]]
+                                                ) -> None:
+    """Property: merged pending votes equal the per-entry sums of every batch."""
+    from curator.learn.votes import _merge
+
+    merged: dict[str, dict[str, int]] = {}
+    for batch in batches:
+        merged = _merge(merged, parse_votes(batch))
+    for key in "abc":
+        for direction in ("up", "down"):
+            want = sum(b[key][direction] for b in batches if key in b)
+            assert merged.get(key, {"up": 0, "down": 0})[direction] == want
+
+
+def _episode(i: int, ts: int) -> Episode:
+    return Episode(id=f"ep{i}", text="gas", type=EpisodeType.OBSERVATION, timestamp=ts)
+
+
+def _add(content: str, claim: Claim, parents: tuple[str, ...] = ("ep0",)) -> Operation:
+    return Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content=content,
+                     parent_episode_ids=parents, strategy=None)
+
+
+def test_a_claim_merged_elsewhere_becomes_that_entrys_upvote(g: Grimoire) -> None:
+    """Re-proposing a claim the gate folded into another entry is a batched vote for it."""
+    text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
+    first = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
+    # the same claim seen in one strategy's episodes: the global entry holds it
+    other = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 7.0, 24.0, 44,
+                  strategy="dca")
+    eps = [_episode(0, NOW - 1000)]
+    assert apply_operations(g.context, [_add(text, first)], eps, NOW)["admitted"] == 1
+    (stored,) = g.context.semantic.list_entries(limit=None)
+    result = apply_operations(g.context, [_add(text, other)], eps, NOW)
+    assert result["skipped"] == 1  # identical text: a duplicate of the stored entry
+    again = apply_operations(g.context, [_add(text, other)], eps, NOW)
+    assert again["aliased"] == 1 and again["skipped"] == 0 and again["votes"] == 1
+    assert g.context.semantic.get_meta(VOTES_KEY) == {stored.id: {"up": 1, "down": 0}}
+    assert len(g.context.semantic.list_admissions(limit=None)) == 2  # no third gate decision
+
+
+def test_a_claim_folded_into_another_claim_is_proposed_again(g: Grimoire) -> None:
+    """Text alone made it a duplicate of an entry stating another claim: no alias, no vote."""
+    text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
+    first = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
+    other = Claim({"hour_window": [0, 2]}, "metric:gas_gwei", "higher", 30.0, 24.0, 40)
+    eps = [_episode(0, NOW - 1000)]
+    apply_operations(g.context, [_add(text, first)], eps, NOW)
+    for _ in range(2):
+        result = apply_operations(g.context, [_add(text, other)], eps, NOW)
+        assert result["skipped"] == 1 and result["aliased"] == 0 and result["votes"] == 0
+    assert g.context.semantic.get_meta(VOTES_KEY) is None
+
+
+def test_a_rejected_claim_waits_for_twice_the_support(g: Grimoire) -> None:
+    """Stale evidence (two months old) is rejected, then not re-proposed until it doubles."""
+    claim = Claim({"regime": "bear"}, "metric:volume", "higher", 2.0, 1.0, 5)
+    eps = [_episode(0, NOW - 60 * MS_PER_DAY)]
+    assert apply_operations(g.context, [_add("Volume is higher.", claim)], eps, NOW)[
+        "rejected"] == 1
+    held = apply_operations(g.context, [_add("Volume is higher.", claim)], eps, NOW)
+    assert held["held_back"] == 1 and held["rejected"] == 0 and held["consolidated"] == 0
+    grown = Claim({"regime": "bear"}, "metric:volume", "higher", 2.0, 1.0, 10)
+    retried = apply_operations(g.context, [_add("Volume is higher.", grown)], eps, NOW)
+    assert retried["held_back"] == 0 and retried["rejected"] + retried["admitted"] == 1
+    assert len(g.context.semantic.list_admissions(limit=None)) == 2  # the gate saw it again
+
+
+def test_link_weight_is_the_share_chance_does_not_explain() -> None:
+    def link(effect: float, base: float) -> Operation:
+        claim = Claim({"event": "a", "within_ms": 600_000}, "event:b", "higher", effect, base, 5)
+        return Operation(op=OpKind.ADD, category=Category.CAUSAL_LINK, claim=claim,
+                         content="A is followed by B.")
+
+    assert link_weight(link(0.5, 0.1)) == pytest.approx(0.8)
+    assert link_weight(link(0.1, 0.1)) == 0.0 and link_weight(link(0.0, 0.0)) == 0.0
+    assert link_weight(link(1.0, 0.0)) == 1.0
+
+
+@pytest.mark.parametrize(("condition", "target", "dropped"), [
+    ({"action": "swap", "metric_band": ["pnl", "lower"]}, "outcome:negative_rate", True),
+    ({"action": "swap", "metric_band": ["gas_gwei", "upper"]}, "outcome:negative_rate", False),
+    ({"metric_band": ["return_bps", "upper"]}, "metric:pnl", True),
+    ({"metric_band": ["size_usd", "upper"]}, "metric:pnl", True),
+    ({"metric_band": ["volume", "upper"]}, "metric:slippage_bps", False),
+    ({"hour_window": [2, 4]}, "metric:fees", True),
+    ({"metric_band": ["fees", "lower"]}, "metric:size_usd", True),
+    ({"regime": "high_vol"}, "metric:pnl", False),
+])
+def test_leak_filter(condition: dict[str, object], target: str, dropped: bool) -> None:
+    claim = Claim(condition, target, "higher", 2.0, 1.0, 10)
+    cfg = DistillerConfig()
+    op = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
+    assert (leak_reason(op, cfg) is not None) is dropped
+    down = Operation(op=OpKind.DOWNVOTE, category=Category.INSIGHT, claim=claim, content="x",
+                     target_entry_id="e1")
+    kept, gone = without_leaks([op, down], cfg)
+    assert down in kept and (op in kept) is not dropped and len(gone) == int(dropped)
+
+
+def test_hour_windows_need_two_days_of_data() -> None:
+    cfg = DistillerConfig()
+    claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.0, 24.0, 20)
+    add = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
+    down = Operation(op=OpKind.DOWNVOTE, category=Category.INSIGHT, claim=claim, content="x",
+                     target_entry_id="e1")
+    kept, gone = without_leaks([add, down], cfg, span_ms=MS_PER_DAY)
+    assert kept == [down] and "2 days" in gone[0][1]
+    assert without_leaks([add, down], cfg, span_ms=2 * MS_PER_DAY)[0] == [add, down]
+    assert without_leaks([add], cfg)[0] == [add]  # span unknown: not checked

@@ -1,0 +1,167 @@
+"""``causal.link``, ``causal.chain`` and the write-time links (causal hints, regime shifts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.errors import NotFoundError, ValidationError
+from grimoire.methods.causal import NO_CONTEXT
+from grimoire.stores.semantic_types import EdgeKind
+from tests.retrieval.retrieve_support import open_grimoire, put_entry
+
+MINUTE = 60_000
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
+    with open_grimoire(tmp_path / "data", clock) as grimoire:
+        yield grimoire
+
+
+def _story(g: Grimoire, clock: FrozenClock) -> list[str]:
+    """drought → rationing → black market → riots, linked explicitly."""
+    texts = ["a drought ruined the harvest", "the council imposed grain rationing",
+             "a black market for grain appeared", "riots broke out in the market district"]
+    made = []
+    for text in texts:
+        made.append(g.episode_write(text=text)["id"])
+        clock.advance(10 * MINUTE)
+    reasons = ["grain ran short", "rations were too small", "prices exploded"]
+    for cause, effect, why in zip(made, made[1:], reasons, strict=False):
+        g.causal_link(cause_id=cause, effect_id=effect, relationship=why, weight=0.9)
+    return made
+
+
+def test_link_stores_an_explicit_edge(g: Grimoire, clock: FrozenClock) -> None:
+    a = g.episode_write(text="gas spiked")["id"]
+    clock.advance(MINUTE)
+    b = put_entry(g, "swaps fail when gas spikes").id
+    out = g.causal_link(cause_id=a, effect_id=b, relationship="gas made it fail", weight=0.7)
+    assert out["edge"]["kind"] == "explicit" and out["edge"]["weight"] == 0.7
+    stored = g.context.semantic.get_edge(a, b, EdgeKind.EXPLICIT)
+    assert stored is not None and stored.relationship == "gas made it fail"
+    g.causal_link(cause_id=a, effect_id=b, weight=0.4)  # re-linking replaces the values
+    again = g.context.semantic.get_edge(a, b, EdgeKind.EXPLICIT)
+    assert again is not None and again.weight == 0.4
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"effect_id": "x"}, "cause_id"),
+    ({"cause_id": "x"}, "effect_id"),
+    ({"cause_id": "x", "effect_id": "x"}, "effect_id"),
+    ({"cause_id": "x", "effect_id": "y", "weight": 0}, "weight"),
+    ({"cause_id": "x", "effect_id": "y", "weight": 1.5}, "weight"),
+    ({"cause_id": "x", "effect_id": "y", "weight": True}, "weight"),
+    ({"cause_id": "x", "effect_id": "y", "relationship": 5}, "relationship"),
+    ({"cause_id": "x", "effect_id": "y", "kind": "auto"}, "params"),
+])
+def test_link_validation_names_the_field(g: Grimoire, params: dict[str, object],
+                                         field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        g.causal_link(**params)
+    assert info.value.field == field
+
+
+def test_link_needs_both_items_and_time_order(g: Grimoire, clock: FrozenClock) -> None:
+    a = g.episode_write(text="first")["id"]
+    clock.advance(MINUTE)
+    b = g.episode_write(text="second")["id"]
+    with pytest.raises(NotFoundError, match="cause_id"):
+        g.causal_link(cause_id="missing", effect_id=b)
+    with pytest.raises(NotFoundError, match="effect_id"):
+        g.causal_link(cause_id=a, effect_id="missing")
+    with pytest.raises(ValidationError) as info:
+        g.causal_link(cause_id=b, effect_id=a)
+    assert info.value.field == "cause_id"
+    assert g.context.semantic.list_edges() == []
+
+
+def test_chain_by_id_walks_back_to_the_root_oldest_first(g: Grimoire, clock: FrozenClock) -> None:
+    made = _story(g, clock)
+    out = g.causal_chain(id=made[-1])
+    assert [link["id"] for link in out["chain"]] == made
+    assert [link["relationship"] for link in out["chain"]] == [
+        None, "grain ran short", "rations were too small", "prices exploded"]
+    assert out["chain"][1]["weight"] == 0.9 and out["chain"][0]["kind"] == "episode"
+    assert out["narrative"] == (
+        "a drought ruined the harvest → (because grain ran short) → the council imposed "
+        "grain rationing → (because rations were too small) → a black market for grain "
+        "appeared → (because prices exploded) → riots broke out in the market district")
+
+
+def test_chain_by_query_starts_from_the_most_relevant_event(
+        g: Grimoire, clock: FrozenClock) -> None:
+    made = _story(g, clock)
+    out = g.causal_chain(query="riots in the market district")
+    assert out["start_id"] == made[-1] and len(out["chain"]) == 4
+    assert 0.0 < out["similarity"] <= 1.0
+
+
+def test_chain_errors_and_empty_memory(g: Grimoire) -> None:
+    assert g.causal_chain(query="anything") == {"chain": [], "narrative": NO_CONTEXT,
+                                                "start_id": None}
+    with pytest.raises(ValidationError):
+        g.causal_chain(query="a", id="b")
+    with pytest.raises(ValidationError):
+        g.causal_chain()
+    with pytest.raises(NotFoundError):
+        g.causal_chain(id="missing")
+
+
+def test_causal_hint_links_at_write_time(g: Grimoire, clock: FrozenClock) -> None:
+    cause = g.episode_write(text="oracle price lagged by 5 minutes")["id"]
+    clock.advance(MINUTE)
+    effect = g.episode_write(text="liquidation at a stale price", causal_hint=cause)["id"]
+    edge = g.context.semantic.get_edge(cause, effect, EdgeKind.EXPLICIT)
+    assert edge is not None and edge.weight == 1.0 and edge.lag_ms == MINUTE
+    orphan = g.episode_write(text="hint to nowhere", causal_hint="missing")["id"]
+    assert g.context.semantic.edges_to(orphan) == []  # logged, the write still succeeded
+
+
+def test_a_hinted_event_also_gets_its_inferred_predecessors(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """A causal hint names one cause; seed 000's auto-link adds the other recent, similar
+    episodes as weak AUTO causes, never a second edge to the named one."""
+    named = g.episode_write(text="oracle price lagged by 5 minutes on the eth feed")["id"]
+    clock.advance(MINUTE)
+    similar = g.episode_write(text="eth oracle price lagging behind spot again")["id"]
+    unrelated = g.episode_write(text="routine heartbeat ok")["id"]
+    clock.advance(MINUTE)
+    effect = g.episode_write(text="liquidation at a stale eth oracle price",
+                             causal_hint=named)["id"]
+    edges = g.context.semantic.edges_to(effect)
+    kinds = {(e.cause_id, e.kind) for e in edges}
+    assert (named, EdgeKind.EXPLICIT) in kinds and (named, EdgeKind.AUTO) not in kinds
+    assert (similar, EdgeKind.AUTO) in kinds
+    assert unrelated not in {e.cause_id for e in edges}
+    plain = g.episode_write(text="liquidation at a stale eth oracle price, again")["id"]
+    assert g.context.semantic.edges_to(plain) == []  # no hint, not a regime shift: no inference
+
+
+def test_regime_shift_is_auto_linked_to_recent_similar_episodes(
+        g: Grimoire, clock: FrozenClock) -> None:
+    related = g.episode_write(text="volatility rising fast as eth price volatility spikes")["id"]
+    unrelated = g.episode_write(text="routine heartbeat ok")["id"]
+    clock.advance(2 * 3_600_000)
+    stale = g.episode_write(text="volatility rising fast again")["id"]
+    clock.advance(10 * MINUTE)
+    early = g.episode_write(text="eth price volatility rising fast")["id"]
+    clock.advance(5 * MINUTE)
+    shift = g.episode_write(text="regime shift to high volatility: price volatility rising fast",
+                            type="regime_shift")["id"]
+    causes = {e.cause_id: e for e in g.context.semantic.edges_to(shift, [EdgeKind.AUTO])}
+    assert early in causes and stale in causes
+    assert related not in causes and unrelated not in causes  # outside the 1 h window
+    assert causes[early].weight > causes[stale].weight
+    assert 0.3 <= causes[stale].weight <= 1.0
+    assert g.causal_chain(id=shift)["chain"][0]["id"] == early
