@@ -8,10 +8,10 @@ an effect floor and redundancy pruning, and compares the findings with the
 stored claims: ADD (new), UPVOTE (confirmed), EDIT (same claim, refined window
 or moved effect), DOWNVOTE (the episodes now contradict a stored claim).
 
-Pipeline: ``distiller_features`` (columns) → ``distiller_scan`` (hypotheses
-and tests, corrected by ``distiller_autocorr`` for episodes that are not
-independent) → ``distiller_select`` (family-wise significance, one window per
-family, then ``distiller_redundancy``) → ``distiller_match`` (stored claims)
+Pipeline: ``features`` (columns) → ``scan`` (hypotheses
+and tests, corrected by ``autocorr`` for episodes that are not
+independent) → ``select`` (family-wise significance, one window per
+family, then ``redundancy``) → ``match`` (stored claims)
 → ``render``.
 
 Pure: a list of episodes and claims in, a list of operations out. Must not:

@@ -9,9 +9,9 @@ against all action episodes, and of a condition on an action against that
 action's other episodes. Every hypothesis with enough support is
 returned, tested or not, because the family-wise correction must count it.
 Must not: correct for multiplicity, choose among findings or build claims
-(``distiller_select`` and ``distiller`` do).
+(``select`` and ``distiller`` do).
 
-Both tests are then corrected for autocorrelation (``distiller_autocorr``):
+Both tests are then corrected for autocorrelation (``autocorr``):
 the statistics of the candidates are scaled down by the variance inflation of
 their condition, and a rate's 2×2 table shrinks to its effective counts.
 

@@ -14,7 +14,7 @@ Owns three choices, in order:
    that matches the effect: a wider window dilutes the effect faster than it
    gains support, a narrower one loses support, so 02–04 beats 01–05 for gas
    that is low from 02:00 to 04:00.
-3. Redundancy (``distiller_redundancy``): of two findings that are one
+3. Redundancy (``redundancy``): of two findings that are one
    regularity seen through overlapping conditions, only the one that
    explains the other stays.
 

@@ -3,7 +3,7 @@
 - ADD → ``knowledge.admit`` (quality score, admission gate, insert / merge /
   quarantine, admission log) as one transaction on the writer thread;
   standard confidence is the provenance's (self-learned: 0.5), SPEC §7.
-- UPVOTE / DOWNVOTE → batched votes (``learn_votes.record_votes``), applied by
+- UPVOTE / DOWNVOTE → batched votes (``votes.record_votes``), applied by
   the curator cycle, never here.
 - EDIT → the entry's content, claim and vector replaced, with a curator delta
   (op ``edit``, before / after) for the audit trail.
@@ -13,7 +13,7 @@
   when the link is admitted, merged, upvoted or edited.
 - an ADD whose claim the gate earlier merged into (or skipped as a duplicate
   of) another entry holding the same claim (or none) is that entry's UPVOTE;
-  one it rejected waits until its support has doubled (``learn_alias``);
+  one it rejected waits until its support has doubled (``alias``);
 - the parent episodes of every operation that reached the store are marked
   consolidated.
 

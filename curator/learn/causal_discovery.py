@@ -166,7 +166,7 @@ def _contradicted_log_p(
     """log p of "B follows A at least as often as asserted"; None without enough occurrences.
 
     Asserted: min_lift × base, and for a stored claim at least half its stored
-    gap over the base (as for the distiller's claims, ``distiller_match``).
+    gap over the base (as for the distiller's claims, ``match``).
     """
     if p.occurrences < cfg.causal_min_support:
         return None

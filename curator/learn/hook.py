@@ -4,12 +4,12 @@
 ``strategy=None``, the global ones: episodes written without a strategy) and
 the stored claims of that strategy, runs ``curator.distiller.distill`` and
 ``curator.learn.causal_discovery.discover_links``, drops findings that restate
-arithmetic or read hours from less than two days (``learn_filter``), and
+arithmetic or read hours from less than two days (``filter``), and
 those on a claim family the curator saw change inside the window
 (``change_points``: a window that mixes two worlds is evidence for neither),
 optionally lets the LLM add claims and judge new causal links
 (``llm_paths``), then applies the operations
-(``learn_apply``): ADD through the admission gate, UPVOTE / DOWNVOTE as
+(``apply``): ADD through the admission gate, UPVOTE / DOWNVOTE as
 batched votes, EDIT with a curator delta, causal links as entries plus
 ``discovered`` causal edges between their evidence episodes.
 

@@ -10,7 +10,7 @@ touches the network. With an LLM:
     extraction) for actions whose verdict calls for interpretation, on a
     worker thread with a bounded queue; candidate insights enter through the
     gate at confidence 0.5;
-(c) ExpeL prompt distillation: the model proposes claims, ``learn_verify``
+(c) ExpeL prompt distillation: the model proposes claims, ``verify``
     keeps those the episodes support and gives them the data's numbers, and
     they become the same ``Operation`` objects as the rule-based extractor's
     (added to them: the extractor keeps its statistical guarantee and the

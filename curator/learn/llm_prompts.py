@@ -9,7 +9,7 @@ answer is usable: every parser either returns a validated value or raises
 - ExpeL distillation: a compact statistical summary of the episodes plus the
   most recent ones → ``{"claims": [{"condition", "target", "direction"}]}``
   in the distiller's vocabulary (the numbers are recomputed from the data,
-  ``learn_verify``);
+  ``verify``);
 - causality judgement (seed 001): "did X directly lead to Y?" → ``Yes: …`` /
   ``No.``;
 - hierarchical summaries (seed 002): the measured facts of an L1 session (or
@@ -174,7 +174,7 @@ def expel_messages(episodes: Sequence[Episode], strategy: str | None, *, max_cla
 
 
 def parse_claims(text: str, max_claims: int) -> list[Any]:
-    """The proposed claims (unvalidated beyond their container; ``learn_verify`` checks each)."""
+    """The proposed claims (unvalidated beyond their container; ``verify`` checks each)."""
     answer = parse_json_answer(text)
     claims = answer.get("claims") if isinstance(answer, Mapping) else None
     if not isinstance(claims, list):

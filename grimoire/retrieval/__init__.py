@@ -10,8 +10,10 @@ and ``render.narrative`` (seed 001's causal chain) and ``auto_link``
 (inferred predecessors of a new event).
 
 Every stage takes plain data (candidates, vectors, mappings, callables) and
-returns new values. Nothing in this package imports a store, reads a clock
-or logs: the facade fetches, calls these and writes back.
+returns new values. None of these stage modules imports a store, reads a clock
+or logs. ``pipeline`` runs ``retrieve`` end to end; its store-facing parts
+(backends, records, the retrieval log) are in ``stages/``, which this module
+does not import.
 """
 
 from grimoire.retrieval.auto_link import Event, predecessors

@@ -14,7 +14,7 @@ shows it as its own line, and before the causal boost, which multiplies too.
 
 The causal event is ``event_id`` when given, else the query's top episode
 hit (the best fused, RRF, episode across the backends); its ancestors are
-pooled (see ``pipeline_pool``) and boost whatever resembles them. When
+pooled (see ``stages.pool``) and boost whatever resembles them. When
 the event has causes, the result also carries its causal chain (seed 001),
 oldest first.
 
@@ -34,15 +34,15 @@ small pool does not turn a one-rank difference into 0 vs 1.
 
 Reads run on the caller's thread (the keyword and graph backends in a small
 read pool, overlapping the query embedding); the only write (log +
-bookkeeping) is handed to the writer without waiting (``pipeline_writes``).
+bookkeeping) is handed to the writer without waiting (``stages.writes``).
 The result's ``trace`` says which backends found how much, the event and
 its ancestors, the weights used, and ``ms``: each stage's wall time.
 
-The stages live in small modules: ``pipeline_params`` (validation),
-``pipeline_sources`` (backends), ``pipeline_records`` (record caches),
-``pipeline_pool`` (candidates, ancestors), ``pipeline_terms`` (BM25 words),
-``pipeline_log`` / ``pipeline_writes`` (what is written, and how),
-``pipeline_region`` (the query's region in the curator's region MDP: the
+The stages live in small modules: ``stages.params`` (validation),
+``stages.sources`` (backends), ``stages.records`` (record caches),
+``stages.pool`` (candidates, ancestors), ``stages.terms`` (BM25 words),
+``stages.log`` / ``stages.writes`` (what is written, and how),
+``stages.region`` (the query's region in the curator's region MDP: the
 ``region`` block and the information-only ``region_p_success`` factor).
 """
 

@@ -16,7 +16,7 @@ episodes served get ``access_count + 1`` and ``last_accessed_at = now``
 strength are NOT touched here: SPEC §4 moves them only on a positive outcome.
 
 Everything runs on the writer thread, batched across concurrent retrievals
-(``pipeline_writes``). Must not rank.
+(``stages.writes``). Must not rank.
 """
 
 from __future__ import annotations
@@ -77,5 +77,5 @@ def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
 
 
 def submit_log(ctx: Context, job: LogJob) -> None:
-    """Hand the job to the writer without waiting (``pipeline_writes.wait`` to wait)."""
+    """Hand the job to the writer without waiting (``stages.writes.wait`` to wait)."""
     submit(ctx, job.retrieval_id, _BATCH_KEY, job, lambda jobs: write_jobs(ctx, jobs))

@@ -25,12 +25,12 @@ The keyword and graph backends need no query vector: ``start_keyword`` runs
 them in a small shared read pool while the caller embeds the query, and
 ``finish_keyword`` adds what they found in a fixed order. BM25 gets the
 query's content words (stopwords out) and, of those, the distinctive ones
-(``pipeline_terms``). Unfiltered, the episode vector search reads the
+(``stages.terms``). Unfiltered, the episode vector search reads the
 store's vector matrix directly and takes records from the episode cache
-(``pipeline_records``), because building 20 records from Arrow rows cost
+(``stages.records``), because building 20 records from Arrow rows cost
 more than the dot product.
 
-Must not score, fuse or select (``pipeline_pool`` turns the pool into candidates).
+Must not score, fuse or select (``stages.pool`` turns the pool into candidates).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ A retrieval whose write fails (writer shut down, queue full) is logged as
 ``retrieval.log.failed``; reporting its outcome then finds no such retrieval.
 
 Owns: the hand-off and the record of pending writes. Must not decide what is
-written (``pipeline_log`` builds the records) nor rank anything.
+written (``stages.log`` builds the records) nor rank anything.
 """
 
 from __future__ import annotations
