@@ -114,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("method", help="method name, e.g. episode.write")
     call.add_argument("params", nargs="?", default="{}", help="JSON object of params")
 
+    report = sub.add_parser(
+        "report", help="write an HTML report of what the memory holds and learned",
+        description="Write one self-contained HTML file (charts drawn at build time, no "
+        "network): rules' confidence and ✓/✗ per curator cycle and when they entered and "
+        "left PLAYBOOK.md, episodes per day, retrieval latency and hit rate, the knowledge "
+        "graph's size, causal links with their lags.")
+    _common(report)
+    report.add_argument("--out", metavar="FILE.html", default="grimoire-report.html",
+                        help="the file to write (default: grimoire-report.html)")
+
     cfg = sub.add_parser("config", help="configuration", description="Configuration.")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True, metavar="CONFIG_COMMAND")
     show = cfg_sub.add_parser("show", help="every setting with its value and help",
@@ -238,6 +248,16 @@ def _run(args: argparse.Namespace) -> int:
     return run_daemon(config)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from grimoire.logs import configure_logging
+    from grimoire.report.command import make_report
+
+    configure_logging("warning")
+    path, size = make_report(_load(args), Path(args.out))
+    print(f"wrote {path} ({size:,} bytes)")
+    return 0
+
+
 def _playbook_from_disk(config: Config) -> int:
     path = config.playbook_path
     if not path.exists():
@@ -266,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for key, value, help_text in config_items(config):
                     print(f"{key} = {json.dumps(value)}\n    # {help_text}")
             return 0
+        if args.command == "report":
+            return _report(args)
         config = _load(args)
         method, params = _request(args)
         if args.command == "playbook" and not Path(config.socket).exists():

@@ -23,7 +23,7 @@ from grimoire.records import Category, GrimoireEntry
 from playbook.items import PlaybookItem, as_item
 from playbook.render_text import clean_inline, render_claim, short_ids
 
-__all__ = ["FORMAT_VERSION", "compile_playbook", "iso_utc"]
+__all__ = ["FORMAT_VERSION", "compile_listing", "compile_playbook", "iso_utc"]
 
 FORMAT_VERSION = 1
 _RULES = (Category.WARNING, Category.HEURISTIC)
@@ -66,7 +66,22 @@ def compile_playbook(
     counts: Mapping[str, int],
     max_lines: int,
 ) -> str:
-    """Render PLAYBOOK.md from the entries the curator chose, never longer than ``max_lines``.
+    """PLAYBOOK.md's text (``compile_listing`` without the list of what it shows)."""
+    return compile_listing(entries, tick=tick, generated_at=generated_at, counts=counts,
+                           max_lines=max_lines)[0]
+
+
+def compile_listing(
+    entries: Sequence[PlaybookItem | GrimoireEntry],
+    *,
+    tick: int,
+    generated_at: int,
+    counts: Mapping[str, int],
+    max_lines: int,
+) -> tuple[str, list[PlaybookItem]]:
+    """Render PLAYBOOK.md, and say which of ``entries`` it shows (in the file's rank order).
+
+    Render PLAYBOOK.md from the entries the curator chose, never longer than ``max_lines``.
 
     ``entries``: heuristics and warnings (the rules) plus insights and causal
     links (shown compactly after the rules, those that a shown rule was
@@ -108,7 +123,7 @@ def compile_playbook(
 
     full = render(len(ranked))
     if len(full) <= max_lines:
-        return "\n".join(full) + "\n"
+        return "\n".join(full) + "\n", [row.item for row in ranked]
     if len(render(0)) > max_lines:
         raise ValidationError(
             f"is {max_lines}, but the header and owner notes alone need {len(render(0))} lines",
@@ -123,7 +138,7 @@ def compile_playbook(
             low = mid
         else:
             high = mid - 1
-    return "\n".join(render(low)) + "\n"
+    return "\n".join(render(low)) + "\n", [row.item for row in ranked[:low]]
 
 
 @dataclass(frozen=True, slots=True)

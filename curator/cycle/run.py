@@ -64,7 +64,7 @@ def publish_playbook(cy: Cycle) -> dict[str, Any]:
     counts = playbook_counts(cy.ctx)
     counts["curator_cycles"] = cy.number
     return write_playbook(cy.ctx, now=cy.now, tick=cy.ctx.tick, counts=counts,
-                          snapshot=entries(cy))
+                          snapshot=entries(cy), cycle=cy.number)
 
 
 PHASES: tuple[tuple[str, Phase], ...] = (

@@ -24,7 +24,7 @@ from grimoire.decay import effective_confidence
 from grimoire.errors import StoreError
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
-from playbook import PlaybookItem, compile_playbook, write_atomic
+from playbook import PlaybookItem, compile_listing, write_atomic
 
 __all__ = ["playbook_counts", "playbook_get", "render_playbook", "select_entries",
            "write_playbook"]
@@ -89,14 +89,15 @@ def _shown(entry: GrimoireEntry) -> GrimoireEntry:
 
 def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
              snapshot: Mapping[str, GrimoireEntry] | None = None,
-             ) -> tuple[str, list[GrimoireEntry]]:
+             ) -> tuple[str, list[GrimoireEntry], list[PlaybookItem]]:
+    """The text, the entries selected, and the items the text shows (within the line cap)."""
     entries = select_entries(ctx, snapshot)
     items = [PlaybookItem(_shown(e), min(1.0, max(0.0, effective_confidence(
         e, now, ctx.config.decay)))) for e in entries]
-    text = compile_playbook(items, tick=tick, generated_at=now,
-                            counts=playbook_counts(ctx) if counts is None else counts,
-                            max_lines=ctx.config.playbook.max_lines)
-    return text, entries
+    text, shown = compile_listing(items, tick=tick, generated_at=now,
+                                  counts=playbook_counts(ctx) if counts is None else counts,
+                                  max_lines=ctx.config.playbook.max_lines)
+    return text, entries, shown
 
 
 def render_playbook(ctx: Context, *, now: int, tick: int,
@@ -106,11 +107,20 @@ def render_playbook(ctx: Context, *, now: int, tick: int,
 
 
 def write_playbook(ctx: Context, *, now: int, tick: int, counts: dict[str, int] | None = None,
-                   snapshot: Mapping[str, GrimoireEntry] | None = None) -> dict[str, Any]:
-    """Compile and atomically replace ``config.playbook_path``; returns what was written."""
-    text, entries = _compile(ctx, now, tick, counts, snapshot)
+                   snapshot: Mapping[str, GrimoireEntry] | None = None,
+                   cycle: int | None = None) -> dict[str, Any]:
+    """Compile and atomically replace ``config.playbook_path``; returns what was written.
+
+    With ``cycle``, what the file shows (each entry's confidence, ✓ and ✗ as printed) is
+    recorded as that cycle's listing (``grimoire report`` charts it), on the writer thread
+    once the file is in place."""
+    text, entries, shown = _compile(ctx, now, tick, counts, snapshot)
     path = ctx.config.playbook_path
     write_atomic(path, text)
+    if cycle is not None:
+        rows = [(i.entry.id, i.effective_confidence, i.entry.validated_count,
+                 i.entry.contradicted_count) for i in shown]
+        ctx.writer.call(lambda: ctx.semantic.record_playbook_listing(cycle, rows, now=now))
     data = text.encode("utf-8")
     selected = {c.value: sum(e.category is c for e in entries)
                 for c in (*_RULES, *_SUPPORT)}

@@ -48,6 +48,7 @@ The stages live in small modules: ``stages.params`` (validation),
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,6 +207,7 @@ class _Run:
     contrarian: str | None = None
     weights: dict[str, float] = field(default_factory=dict)
     ms: dict[str, float] = field(default_factory=dict)
+    log_job: LogJob | None = None  # submitted once the total time is known
 
     def lap(self, stage: str, since: float) -> float:
         """Record a stage's wall time (diagnostics in the trace, not logic)."""
@@ -287,10 +289,10 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
                            run.ranks.get(c.id, {})))
         logged.append(log_item(c, rank, scores[c.id], factors[c.id], context))
     deciding = req.mode != "browse"
-    submit_log(ctx, LogJob(
+    run.log_job = LogJob(
         retrieval_id, req.query, "deciding" if deciding else "browse", logged, run.now,
         tuple(i["id"] for i in items if i["kind"] == "episode") if deciding else (),
-        tuple(i["id"] for i in items if i["kind"] == "entry") if deciding else ()))
+        tuple(i["id"] for i in items if i["kind"] == "entry") if deciding else ())
     result: dict[str, Any] = {
         "retrieval_id": retrieval_id, "mode": req.mode, "items": items,
         "tokens": sum(f.tokens for f in fitted), "max_tokens": req.max_tokens,
@@ -333,4 +335,6 @@ def retrieve(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     _rank(ctx, run)
     result = _respond(ctx, run)
     run.lap("total", started)
+    if run.log_job is not None:
+        submit_log(ctx, dataclasses.replace(run.log_job, latency_ms=run.ms["total"]))
     return result

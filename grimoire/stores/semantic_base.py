@@ -19,6 +19,7 @@ import apsw
 
 from grimoire.clock import Clock
 from grimoire.stores import semantic_causal as causal
+from grimoire.stores import semantic_history as history
 from grimoire.stores import semantic_logs as logs
 from grimoire.stores.semantic_types import (
     AdmissionRecord,
@@ -143,11 +144,13 @@ class SemanticBase:
             return logs.admission_counts(self._db.read(), since)
 
     def log_retrieval(self, retrieval_id: str, *, query: str, mode: str,
-                      items: Sequence[Mapping[str, Any]], now: int | None = None) -> None:
+                      items: Sequence[Mapping[str, Any]], now: int | None = None,
+                      latency_ms: float | None = None) -> None:
         """Record a retrieval: ``items`` are objects with an ``id`` and their factors."""
         at = self._now(now)
         with self._write("log_retrieval") as conn:
-            logs.log_retrieval(conn, retrieval_id, query=query, mode=mode, items=items, now=at)
+            logs.log_retrieval(conn, retrieval_id, query=query, mode=mode, items=items, now=at,
+                               latency_ms=latency_ms)
 
     def get_retrieval(self, retrieval_id: str) -> RetrievalRecord | None:
         with store_errors("get_retrieval"):
@@ -169,6 +172,27 @@ class SemanticBase:
         """Delete admission and retrieval log rows older than ``before`` (unix ms)."""
         with self._write("prune_logs") as conn:
             return logs.prune_logs(conn, before)
+
+    def record_playbook_listing(self, cycle: int,
+                                rows: Sequence[tuple[str, float, int, int]],
+                                now: int | None = None) -> int:
+        """Record what one cycle's PLAYBOOK.md listed: (entry_id, confidence, ✓, ✗) each."""
+        at = self._now(now)
+        with self._write("record_playbook_listing") as conn:
+            return history.record_listing(conn, cycle, at, rows)
+
+    def playbook_listings(self, *, since_cycle: int = 0) -> list[history.Listing]:
+        with store_errors("playbook_listings"):
+            return history.listings(self._db.read(), since_cycle)
+
+    def playbook_cycles(self) -> list[tuple[int, int, int]]:
+        """(cycle, recorded_at, entries listed) of every cycle that wrote PLAYBOOK.md."""
+        with store_errors("playbook_cycles"):
+            return history.cycles(self._db.read())
+
+    def retrieval_series(self, *, since: int = 0) -> list[history.RetrievalPoint]:
+        with store_errors("retrieval_series"):
+            return history.retrieval_series(self._db.read(), since)
 
     def add_curator_delta(
         self, *, cycle: int, op: str, entry_id: str | None = None,

@@ -143,9 +143,10 @@ def admission_counts(conn: apsw.Connection, since: int | None) -> dict[str, int]
 
 def log_retrieval(
     conn: apsw.Connection, retrieval_id: str, *, query: str, mode: str,
-    items: Sequence[Mapping[str, Any]], now: int,
+    items: Sequence[Mapping[str, Any]], now: int, latency_ms: float | None = None,
 ) -> None:
-    """Record what a retrieval returned: item ids with their factor breakdowns."""
+    """Record what a retrieval returned: item ids with their factor breakdowns, and its
+    wall time (``latency_ms``) when the caller measured it."""
     _text(retrieval_id, "retrieval_id", 256)
     if not isinstance(query, str):
         raise ValidationError("must be a string", field="query")
@@ -155,14 +156,20 @@ def log_retrieval(
     for i, item in enumerate(items):
         if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
             raise ValidationError("must be an object with a string 'id'", field=f"items[{i}]")
+    if latency_ms is not None and (isinstance(latency_ms, bool)
+                                   or not isinstance(latency_ms, int | float)
+                                   or not 0 <= latency_ms < float("inf")):
+        raise ValidationError("must be a finite number >= 0 or None", field="latency_ms")
     payload = dumps([dict(item) for item in items], "items")
     exists = conn.execute("SELECT 1 FROM retrieval_log WHERE retrieval_id = ?",
                           (retrieval_id,)).fetchone()
     if exists:
         raise ValidationError(f"{retrieval_id!r} is already logged", field="retrieval_id")
     conn.execute(
-        "INSERT INTO retrieval_log (retrieval_id, created_at, query, mode, items) "
-        "VALUES (?, ?, ?, ?, ?)", (retrieval_id, now, query, mode, payload),
+        "INSERT INTO retrieval_log (retrieval_id, created_at, query, mode, items, latency_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (retrieval_id, now, query, mode, payload,
+         None if latency_ms is None else float(latency_ms)),
     )
 
 

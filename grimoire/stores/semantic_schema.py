@@ -224,8 +224,30 @@ ALTER TABLE admission_log ADD COLUMN off_topic INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE admission_log ADD COLUMN reasons TEXT NOT NULL DEFAULT '[]';
 """
 
+# What PLAYBOOK.md showed, cycle by cycle (``grimoire report``): each listed entry with the
+# confidence and the validated / contradicted counts printed beside it. The entry's text is
+# read from grimoire_entries (kept, archived or not). And each retrieval's wall time, so
+# that latency is history, not only a live counter.
+_V4 = """
+CREATE TABLE playbook_history (
+    cycle        INTEGER NOT NULL,
+    entry_id     TEXT NOT NULL,
+    recorded_at  INTEGER NOT NULL,
+    confidence   REAL NOT NULL,
+    validated    INTEGER NOT NULL,
+    contradicted INTEGER NOT NULL,
+    PRIMARY KEY (cycle, entry_id)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE playbook_cycles (
+    cycle       INTEGER PRIMARY KEY,
+    recorded_at INTEGER NOT NULL,
+    listed      INTEGER NOT NULL
+) STRICT;
+ALTER TABLE retrieval_log ADD COLUMN latency_ms REAL;
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -421,4 +421,6 @@ def test_public_surface() -> None:
         "knn_versions", "get_entries",
         # the learners' read of asserted causal edges into a window of episodes
         "edges_into",
+        # history for grimoire report: PLAYBOOK.md's listings per cycle, retrieval latencies
+        "record_playbook_listing", "playbook_listings", "playbook_cycles", "retrieval_series",
     }

@@ -43,6 +43,7 @@ class LogJob:
     now: int
     episode_ids: tuple[str, ...] = field(default=())
     entry_ids: tuple[str, ...] = field(default=())
+    latency_ms: float | None = None  # the retrieval's wall time, as its trace reports it
 
 
 def _rounded(breakdown: Breakdown) -> dict[str, dict[str, float]]:
@@ -68,7 +69,7 @@ def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
     with ctx.semantic.transaction():
         for job in jobs:
             ctx.semantic.log_retrieval(job.retrieval_id, query=job.query, mode=job.mode,
-                                       items=job.items, now=job.now)
+                                       items=job.items, now=job.now, latency_ms=job.latency_ms)
             if job.episode_ids:
                 ctx.semantic.touch_episodes(job.episode_ids, now=job.now)
             if job.entry_ids:
