@@ -30,17 +30,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from curator.hierarchy.kmeans import kmeans, unit
 from grimoire.config import CuratorConfig
 from grimoire.errors import ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType, Outcome
 from grimoire.regions import FORMAT, ActionStats, RegionView, action_name, check_format
 
 __all__ = ["FORMAT", "RegionModel", "action_types", "episode_reward"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 Matrix = npt.NDArray[np.float64]
 _MAX_PENDING = 32  # actions waiting for the next observed state; older ones are dropped

@@ -5,10 +5,15 @@ the embedders (``__all__``). ``Grimoire`` is imported lazily so that light
 users of the package (records, config, the client) do not pay for LanceDB.
 """
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["Grimoire", "__version__"]
+
+# The stdlib convention for a library: nothing is printed, not even warnings, unless the
+# host configures logging (grimoire.logs; the daemon does it for itself).
+logging.getLogger("grimoire").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from grimoire.grimoire import Grimoire

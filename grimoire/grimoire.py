@@ -20,8 +20,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-import structlog
-
 from grimoire import __version__
 from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
@@ -29,7 +27,7 @@ from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import GrimoireError, StoreError
 from grimoire.llm import LLM
-from grimoire.logs import EventLog
+from grimoire.logs import EventLog, get_logger
 from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
@@ -37,7 +35,7 @@ from grimoire.writer import Writer
 
 __all__ = ["Grimoire"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 def _lock_data_dir(data_dir: Path) -> IO[str]:

@@ -23,14 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import structlog
-
 from grimoire.config import LLMConfig
 from grimoire.errors import LLMError
+from grimoire.logs import get_logger
 
 __all__ = ["LLM", "ChatClient", "LLMStats", "make_llm", "parse_json_answer"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 class LLM(Protocol):

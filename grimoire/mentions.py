@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import structlog
 
 from grimoire.context import Context
 from grimoire.errors import ValidationError
 from grimoire.ids import id_time_ms
+from grimoire.logs import get_logger
 from grimoire.records import Episode
 from grimoire.records.graph import MAX_BLOCK, EntityKind, EntityRef
 
@@ -57,7 +57,7 @@ __all__ = [
     "text_keys",
 ]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 ENTRY_WATERMARK = "mentions.entry_rid"
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{40}\b")

@@ -34,14 +34,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import structlog
-
 from grimoire.errors import BusyError, StoreError
+from grimoire.logs import get_logger
 
 __all__ = ["Writer"]
 
 T = TypeVar("T")
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 _STOP = object()
 

@@ -22,16 +22,15 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from curator.cycle.state import Cycle, admit_recorded, invalidate, refresh, window_vectors
 from curator.hierarchy.summaries import cluster_episodes, l1_summary
+from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal
 from grimoire.records import Category, Episode, EpisodeType, Provenance
 
 __all__ = ["compress", "distil", "learn_module"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 DistillFn = Callable[[Any, "str | None", int], Mapping[str, Any]]
 COMPRESSED_TAG = "compressed"

@@ -36,8 +36,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from curator.cycle.evidence import cross_reference_causal, validate_predictions
 from curator.cycle.learn import compress, distil
 from curator.cycle.lifecycle import compact_episodes, decay, demote_and_prune, review_quarantine
@@ -45,10 +43,11 @@ from curator.cycle.promote import parameterize, promote
 from curator.cycle.state import STATE_KEY, Cycle, CycleState, entries, load_window
 from curator.cycle.summaries import hierarchical_summaries, update_regions
 from grimoire.context import Context
+from grimoire.logs import get_logger
 
 __all__ = ["LAST_CYCLE_KEY", "PHASES", "curator_hook", "publish_playbook", "run_cycle"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 LAST_CYCLE_KEY = "last_curator_cycle"
 _LOCK_KEY = "curator.cycle_lock"

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from grimoire.context import Context
 from grimoire.decay import effective_confidence
 from grimoire.errors import ValidationError
+from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, EntryStatus, Episode, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
@@ -56,7 +56,7 @@ __all__ = [
     "window_vectors",
 ]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 STATE_KEY = "curator_state"
 VOTES_KEY = "pending_votes"  # written by the learners (curator.learn.votes), netted here

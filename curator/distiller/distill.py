@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from curator.distiller.features import Mask, Table, build_table
 from curator.distiller.match import Against, find_against, match_claims
@@ -43,11 +42,12 @@ from curator.operations import (
 from curator.render import render_against, render_claim
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Claim, Episode, Regime
 
 __all__ = ["distill"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 def distill(

@@ -22,13 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import structlog
-
 from curator.hierarchy import summary_text as txt
 from curator.hierarchy.episode_clusters import Cluster, cluster_episodes
 from grimoire.clock import MS_PER_DAY
 from grimoire.config import CuratorConfig
 from grimoire.errors import LLMError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Episode, GrimoireEntry, Regime
 
 __all__ = [
@@ -45,7 +44,7 @@ __all__ = [
     "should_prune",
 ]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 _DEFAULT_MUS = {"retrieval_frequency": 0.4, "relevance": 0.4, "recency": 0.2}
 

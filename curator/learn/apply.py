@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from curator.learn.alias import get_alias, set_alias
 from curator.learn.votes import record_votes
@@ -39,13 +38,14 @@ from curator.operations import Operation, OpKind
 from curator.render import format_duration
 from grimoire.context import Context
 from grimoire.gate.agreement import claim_relation
+from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 
 __all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 #: The optional LLM's admission factors for a proposal (None: use the rule-based ones).
 UtilityScorer = Callable[[Proposal], Mapping[str, float] | None]

@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from curator.distiller import stats
 from curator.distiller.features import actions_of
@@ -38,11 +37,12 @@ from curator.operations import ExistingClaim, Operation, OpKind
 from curator.render import render_against, render_causal
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome
 
 __all__ = ["EventKey", "KGLink", "default_event_key", "discover_links"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 EventKey = Callable[[Episode], str | None]
 _RATED = frozenset({Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL})

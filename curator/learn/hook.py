@@ -43,8 +43,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
 from curator import change_points
 from curator.change_points import without_straddling
 from curator.distiller.distill import distill as run_distiller
@@ -56,13 +54,14 @@ from curator.operations import ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.context import Context
 from grimoire.decay import effective_confidence
+from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, Episode, EpisodeType
 from grimoire.stores.semantic_types import EdgeKind, EntryFilter
 
 __all__ = ["LEARN_STATS_KEY", "VOTES_KEY", "asserted_links", "distill", "event_key",
            "existing_claims", "record_votes", "strategy_window"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 LEARN_STATS_KEY = "learn_stats"
 # Every status but archived: a quarantined claim is still "known" (re-proposing it would

@@ -40,7 +40,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from curator.distiller.match import match_claims
 from curator.learn.llm_prompts import (
@@ -68,12 +67,13 @@ from grimoire.config import DistillerConfig, LLMConfig
 from grimoire.context import Context
 from grimoire.errors import GrimoireError, LLMError
 from grimoire.llm import LLM
+from grimoire.logs import get_logger
 from grimoire.methods.entry import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.records import Category, Episode, Provenance, Regime
 
 __all__ = ["PATHS_KEY", "STATS_KEY", "LLMPaths", "LLMWorker", "install_llm_paths", "paths_of"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 PATHS_KEY = "llm_paths"
 STATS_KEY = "llm_stats"

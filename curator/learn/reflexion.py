@@ -23,9 +23,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol
 
-import structlog
-
 from grimoire.errors import ConfigError, LLMError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType, Importance, Outcome
 
 __all__ = [
@@ -37,7 +36,7 @@ __all__ = [
     "reflect",
 ]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 INCIDENT_CONFIDENCE = 1.0
 _BPS = 10_000.0

@@ -19,16 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
-
 from curator.learn.reflexion import Invariants, Verdict, reflect
 from grimoire.context import Context
+from grimoire.logs import get_logger
 from grimoire.methods.episode import write_episodes
 from grimoire.records import Episode, EpisodeType
 
 __all__ = ["REFLEXION_STATS_KEY", "reflexion_hook"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 REFLEXION_STATS_KEY = "reflexion_stats"
 _QUIET = frozenset({Verdict.AS_PREDICTED.value, Verdict.UNVERIFIED.value})

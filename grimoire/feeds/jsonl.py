@@ -14,14 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from grimoire.errors import NotAvailableError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records.episode import episode_from_params
 
 __all__ = ["JsonlFeed"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 # episode_from_params needs an id; validation does not depend on it.
 _VALIDATION_ID = "00000000-0000-7000-8000-000000000000"

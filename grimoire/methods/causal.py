@@ -26,11 +26,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from grimoire.context import Context
 from grimoire.embed import embed_one
 from grimoire.errors import NotFoundError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import EpisodeType
 from grimoire.retrieval.auto_link import Event, predecessors
 from grimoire.retrieval.chain import ChainLink, walk_to_root
@@ -41,7 +41,7 @@ from grimoire.stores.semantic_types import CausalEdge, EdgeKind
 __all__ = ["CHAIN_KINDS", "causal_chain", "causal_link", "chain_for", "chain_items",
            "link_new_episodes"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 CHAIN_KINDS = BOOST_KINDS
 MAX_CHAIN = 16

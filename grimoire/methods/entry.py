@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from grimoire.context import Context
 from grimoire.decay import apply_vote, default_decay_class, effective_confidence
@@ -25,6 +24,7 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
+from grimoire.logs import get_logger
 from grimoire.mentions import index_new_entries
 from grimoire.records import (
     PAD,
@@ -43,7 +43,7 @@ from grimoire.stores.semantic_types import EntryFilter
 
 __all__ = ["Proposal", "add_entry", "admit", "get_entry", "list_entries", "proposal_from_params"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 MAX_CONTENT_CHARS = 4_000
 NEIGHBOURS = 10

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import structlog
 
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
+from grimoire.logs import get_logger
 from grimoire.records import Episode, episode_from_params
 
 __all__ = ["MAX_BATCH", "FeedIngest", "count_for_distillation", "get_episode",
            "validate_episodes", "write_episodes", "write_feed_episodes"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 MAX_BATCH = 1_000
 

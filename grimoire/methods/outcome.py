@@ -36,11 +36,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from grimoire.context import Context
 from grimoire.decay import apply_vote, penalise_failure, reinforce
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import GrimoireEntry
 from grimoire.retrieval.rerank import FACTORS
 from grimoire.retrieval.stages.region import region_model
@@ -51,7 +50,7 @@ from grimoire.stores.semantic_types import CausalEdge, EdgeKind, RetrievalRecord
 
 __all__ = ["OUTCOMES", "outcome_report"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 OUTCOMES = {"positive": 1.0, "negative": -1.0, "neutral": 0.0}
 _PARAMS = {"retrieval_id", "outcome", "pnl", "followed_ids"}

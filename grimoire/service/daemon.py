@@ -37,20 +37,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import structlog
-
 from grimoire.clock import SystemClock
 from grimoire.config import Config
 from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
+from grimoire.logs import get_logger
 from grimoire.service.heartbeat import run_tick
 from grimoire.service.server import Server
 
 __all__ = ["AcceleratedClock", "Daemon", "StopSignals", "TickSchedule", "open_feed",
            "run_daemon"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 DEFAULT_TICK_SECONDS = 40.0
 JSONL_META = "feed.jsonl"

@@ -27,14 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from grimoire.context import Context
+from grimoire.logs import get_logger
 from grimoire.methods.episode import write_feed_episodes
 
 __all__ = ["due_strategies", "run_tick"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 def due_strategies(ctx: Context) -> list[str]:

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from grimoire.errors import GrimoireError, StoreError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.service.api import METHODS, dispatch
 
 __all__ = ["Server", "error_response", "prepare_socket_path"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from grimoire.clock import Clock
 from grimoire.config import EpisodesConfig
 from grimoire.errors import ConfigError, NotFoundError, StoreError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes_index import EpisodeFilter, EpisodeIndex, Snapshot
 from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal
@@ -61,7 +61,7 @@ from grimoire.stores.episodes_text import TextIndex
 
 __all__ = ["EpisodeFilter", "EpisodeStore"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 F32 = npt.NDArray[np.float32]
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import structlog
 
+from grimoire.logs import get_logger
 from grimoire.stores.episodes_index import EpisodeIndex
 from grimoire.stores.episodes_journal import Journal
 from grimoire.stores.episodes_lance import LanceEpisodes
@@ -29,7 +29,7 @@ from grimoire.stores.episodes_text import TextIndex
 
 __all__ = ["Recovery", "recover"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,10 @@ from itertools import takewhile
 from types import TracebackType
 from typing import Any, TypeVar
 
-import structlog
-
 from grimoire.clock import Clock
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
+from grimoire.logs import get_logger
 from grimoire.records.graph import (
     DEFAULT_CONFIDENCE,
     AssertResult,
@@ -77,7 +76,7 @@ from grimoire.stores.graph_versions import Versions
 
 __all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "GraphStore", "topology_curiosity_modifier"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 T = TypeVar("T")
 
 _OPEN_BIN = codec.bucket_key(0, None)

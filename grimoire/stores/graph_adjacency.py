@@ -28,9 +28,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import structlog
-
 from grimoire.errors import StoreError
+from grimoire.logs import get_logger
 from grimoire.records.graph import Direction, EntityRef, Neighbor
 from grimoire.stores import graph_codec as codec
 from grimoire.stores.graph_traverse import (
@@ -47,7 +46,7 @@ from grimoire.stores.graph_versions import EdgeChange
 
 __all__ = ["DEFAULT_MAX_EDGES", "Adjacency"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 DEFAULT_MAX_EDGES = 200_000  # 265-295 B per edge held (scripts/bench_graph.py): ~55 MiB
 _KEEP = 0.75  # a prune keeps this share of the closed-edge budget, so it runs rarely

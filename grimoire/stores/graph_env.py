@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
-import structlog
 
 from grimoire.clock import Clock
 from grimoire.errors import SchemaVersionError, StoreError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.stores.graph_codec import read_u64
 
 __all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_MAP_SIZE", "SCHEMA_VERSION", "GraphEnv"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from grimoire.clock import Clock
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, GrimoireEntry, parse_enum
 from grimoire.stores import semantic_entries as entries
 from grimoire.stores import semantic_mentions as mentions
@@ -47,7 +47,7 @@ from grimoire.stores.sqlite import Connections, Synchronous, store_errors
 
 __all__ = ["SemanticStore"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 KnnSource = Literal["auto", "cache", "vec0"]
 

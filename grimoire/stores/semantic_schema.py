@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import structlog
 
 from grimoire.errors import EmbeddingMismatchError, SchemaVersionError, StoreError
+from grimoire.logs import get_logger
 
 __all__ = ["META_MODEL", "MIGRATIONS", "RESERVED_META", "SCHEMA_VERSION", "migrate"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 META_MODEL = "embedding"  # {"model_id": ..., "dim": ...}
 RESERVED_META = frozenset({META_MODEL})

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from grimoire.context import Context
 from grimoire.errors import NotAvailableError, ValidationError
+from grimoire.logs import get_logger
 from grimoire.records import GrimoireEntry
 from grimoire.regions import REGIONS_META, RegionView
 from grimoire.retrieval.candidates import Breakdown
@@ -38,7 +38,7 @@ from grimoire.retrieval.candidates import Breakdown
 __all__ = ["BEST_ACTIONS", "FACTOR", "annotate", "forget_region_model", "query_region",
            "region_block", "region_for", "region_model"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 BEST_ACTIONS = 3
 FACTOR = "region_p_success"

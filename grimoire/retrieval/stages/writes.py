@@ -25,14 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-import structlog
-
 from grimoire.context import Context
 from grimoire.errors import BusyError
+from grimoire.logs import get_logger
 
 __all__ = ["drain", "submit", "wait"]
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 _PENDING = "retrieval.pending"  # ctx.extras key: {key: Future}
 _lock = threading.Lock()
