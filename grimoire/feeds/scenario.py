@@ -139,6 +139,9 @@ class Scenario:
     hour_windows: tuple[HourWindow, ...]
     outcome_rules: tuple[OutcomeRule, ...]
     lead_lags: tuple[LeadLag, ...]
+    # P(an episode's regime label is another regime than the true one): the agent writes
+    # its estimate of the regime, never the simulator's hidden truth.
+    label_noise: float = 0.0
 
 
 def shipped_scenarios() -> list[str]:
@@ -202,7 +205,7 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
                        {"chain", "pair", "start_price", "fee_bps", *MARKET_METRICS},
                        {"chain", "pair", "start_price", *MARKET_METRICS})
     levels = {m: _level(r, market[m], f"market.{m}") for m in MARKET_METRICS}
-    regimes, initial, params, transitions = _regimes(r, top["regimes"])
+    regimes, initial, params, transitions, label_noise = _regimes(r, top["regimes"])
     outcomes = r.mapping(top["outcomes"], "outcomes", {"base_negative_rate", "return_bps"},
                          {"base_negative_rate", "return_bps"})
     raw_strategies = top["strategies"]
@@ -256,13 +259,14 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         hour_windows=tuple(hour_windows),
         outcome_rules=tuple(outcome_rules),
         lead_lags=tuple(lead_lags),
+        label_noise=label_noise,
     )
 
 
 def _regimes(r: YamlReader, raw: Any) -> tuple[tuple[Regime, ...], Regime,
                                             dict[Regime, RegimeParams],
-                                            tuple[tuple[float, ...], ...]]:
-    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions"},
+                                            tuple[tuple[float, ...], ...], float]:
+    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions", "label_noise"},
                   {"initial", "params"})
     raw_params = m["params"]
     if not isinstance(raw_params, Mapping) or not raw_params:
@@ -304,7 +308,11 @@ def _regimes(r: YamlReader, raw: Any) -> tuple[tuple[Regime, ...], Regime,
         else:  # shorthand: sticky diagonal, the rest spread evenly
             off = (1.0 - stay) / (n - 1) if n > 1 else 0.0
             matrix.append(tuple(stay if to == source or n == 1 else off for to in regimes))
-    return regimes, initial, params, tuple(matrix)
+    label_noise = r.prob(m.get("label_noise", 0.0), "regimes.label_noise")
+    if label_noise > 0 and n < 2:
+        raise r.fail("regimes.label_noise", "needs at least two regimes to mistake one for "
+                                            "another")
+    return regimes, initial, params, tuple(matrix), label_noise
 
 
 def _strategy(r: YamlReader, name: str, raw: Any, key: str) -> Strategy:

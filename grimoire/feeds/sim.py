@@ -62,6 +62,9 @@ class SimFeed:
         self.seed = seed
         self.tick_seconds_hint: float | None = scenario.tick_seconds_hint
         self._rng = np.random.Generator(np.random.PCG64(seed))
+        # A stream of its own, so that label noise leaves every other draw as it was.
+        self._label_rng = np.random.Generator(np.random.PCG64([seed, 0x4C4142454C]))
+        self._label = scenario.initial_regime
         gas, slippage = scenario.levels["gas_gwei"], scenario.levels["slippage_bps"]
         self._state = MarketState(regime=scenario.initial_regime, price=scenario.start_price,
                                   gas_ema=gas.mean, slippage_ema=slippage.mean)
@@ -108,10 +111,11 @@ class SimFeed:
             new = forced
         st.regime = new  # the new regime already governs this tick's market
         market = step_market(sc, st, rng, tick, now_ms)
+        label = self._label = self._estimate(new)
         if new is not old:
             out.append(shift_params(sc, tick, now_ms, old, new, market.price,
                                     realized_vol_bps(st)))
-        out.append(observation_params(sc, tick, now_ms, new, market))
+        out.append(observation_params(sc, tick, now_ms, label, market))
         for strategy in sc.strategies:
             if rng.random() < strategy.rate:
                 out.append(self._action(strategy, tick, now_ms, market, len(out)))
@@ -119,11 +123,22 @@ class SimFeed:
         events.extend(self._leads(tick))
         for event in events:
             template = event.texts[int(rng.integers(len(event.texts)))]
-            out.append(event_params(sc, tick, now_ms, new, len(out), kind=event.type,
+            out.append(event_params(sc, tick, now_ms, label, len(out), kind=event.type,
                                     importance=event.importance, template=template,
                                     price=market.price))
         update_estimates(st, market)
         return out
+
+    def _estimate(self, true: Regime) -> Regime:
+        """This tick's regime as the agent would label it: the true one with probability
+        1 − ``label_noise``, otherwise one of the scenario's other regimes, uniformly.
+        A regime_shift episode still announces the true switch (the detector fired); every
+        other episode of the tick carries this estimate."""
+        sc = self.scenario
+        if sc.label_noise <= 0 or self._label_rng.random() >= sc.label_noise:
+            return true
+        others = [r for r in sc.regimes if r is not true]
+        return others[int(self._label_rng.integers(len(others)))]
 
     def _leads(self, tick: int) -> list[Event]:
         """Lead events fired this tick; each may schedule its follow-up."""
@@ -174,7 +189,7 @@ class SimFeed:
         expected = strategy.expected_return_bps * lognormal(rng, _PREDICTION_JITTER)
         prediction = {"expected_return_bps": expected, "expected_gas_gwei": st.gas_ema,
                       "expected_slippage_bps": st.slippage_ema}
-        return action_params(sc, tick, now_ms, st.regime, index, strategy=strategy.name,
+        return action_params(sc, tick, now_ms, self._label, index, strategy=strategy.name,
                              tool=strategy.tool, action=action, pair=pair, size_usd=size,
                              return_bps=return_bps, gain=gain, gas_gwei=gas,
                              slippage_bps=slippage, fees=fees, prediction=prediction)
