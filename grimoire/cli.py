@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "SIGINT drains and exits 0; a second signal exits at once.")
     _common(run, json_help="JSON log lines even on a terminal (the default when stdout is "
                            "not one, e.g. under systemd)")
-    run.add_argument("--feed", help="tick feed: sim | jsonl:PATH | none (default: sim)")
+    run.add_argument("--feed", help="tick feed: none (default: the agent writes over the "
+                     "socket) | jsonl:PATH | sim (the simulated market, for demos; a data "
+                     "directory holds simulated or real memory, never both)")
     run.add_argument("--scenario", metavar="FILE", help="simulator scenario YAML")
     run.add_argument("--speed", type=float, help="time acceleration for demos (e.g. 600)")
     run.add_argument("--tick-seconds", type=float, help="heartbeat tick length in seconds")

@@ -271,7 +271,8 @@ class DaemonConfig:
     tick_seconds: float | None = opt(None, "heartbeat tick length in seconds; None = the "
                                      "feed's own (the simulator scenario's), else 40")
     speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)")
-    feed: str = opt("sim", "tick feed: sim | jsonl:PATH | none")
+    feed: str = opt("none", "tick feed: none (the agent writes over the socket) | jsonl:PATH | "
+                            "sim (the market simulator, for demos: never in real memory)")
     scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")
     seed: int = opt(7, "simulator random seed")
     max_request_bytes: int = opt(1_048_576, "largest accepted request line")

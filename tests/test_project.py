@@ -17,7 +17,7 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> Non
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     setup = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
     main, tests = _commands(setup)
-    assert re.search(r"grimoire run --feed sim\b", main)
+    assert re.search(r"grimoire run --feed sim --data data/demo\b", main)
     assert "pytest" in tests and "'.[test]'" in tests
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert tests in _commands(ci), "CI must run README's test command verbatim"

@@ -43,8 +43,10 @@ from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
 from grimoire.logs import get_logger
+from grimoire.service.datadir import check_feed_kind
 from grimoire.service.heartbeat import run_tick
 from grimoire.service.server import Server
+from grimoire.service.systemd import Notifier
 
 __all__ = ["AcceleratedClock", "Daemon", "StopSignals", "TickSchedule", "open_feed",
            "run_daemon"]
@@ -140,8 +142,10 @@ class Daemon:
     """The heartbeat and the socket server around one open Grimoire."""
 
     def __init__(self, g: Grimoire, feed: Feed, config: Config, *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 notifier: Notifier | None = None) -> None:
         self.g = g
+        self.notifier = notifier if notifier is not None else Notifier()
         self.feed = feed
         self.config = config
         self.tick_seconds = tick_seconds(config, feed)
@@ -271,12 +275,25 @@ class Daemon:
         self.schedule = TickSchedule(self.interval_s, self._monotonic())
         log.info("daemon.ready", socket=str(self.config.socket), tick_s=self.interval_s,
                  feed=d.feed, pid=os.getpid(), tick=self.g.context.tick)
+        self.notifier.ready(f"serving {self.config.socket}; feed {d.feed}")
         heartbeat = asyncio.create_task(self._heartbeat())
+        watchdog = asyncio.create_task(self._watchdog())
         await self._stop.wait()
+        self.notifier.stopping()
+        watchdog.cancel()
         await self.server.stop()
         await heartbeat
         self._tick_executor.shutdown(wait=True)
         return 0
+
+    async def _watchdog(self) -> None:
+        """WATCHDOG=1 from the event loop itself: if the loop stalls, systemd notices."""
+        interval = self.notifier.ping_interval_s()
+        if interval is None or not self.notifier.enabled:
+            return
+        while True:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval)
 
     @staticmethod
     def _on_sighup() -> None:
@@ -336,13 +353,27 @@ class StopSignals:
             loop.call_soon_threadsafe(self._on_stop, signum)
 
 
+def resolve_paths(config: Config) -> Config:
+    """A relative ``data_dir`` (or ``socket_path``) resolved once, against the working
+    directory at start (under systemd that is ``/`` unless WorkingDirectory= says)."""
+    changes: dict[str, Any] = {"data_dir": str(Path(config.data_dir).expanduser().resolve())}
+    if config.socket_path:
+        changes["socket_path"] = str(Path(config.socket_path).expanduser().resolve())
+    return config.replace(**changes)
+
+
 def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
     started = time.monotonic()
+    given = config.data_dir
+    config = resolve_paths(config)
+    # Simulated and real memory never share a directory (checked before any store opens).
+    marker = check_feed_kind(Path(config.data_dir), config.daemon.feed, config.daemon.scenario)
     signals = StopSignals()
     signals.install()
     log.info("daemon.starting", pid=os.getpid(), data_dir=config.data_dir,
-             model=config.embedding.model)
+             **({"data_dir_given": given} if given != config.data_dir else {}),
+             memory=marker["kind"], model=config.embedding.model)
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)

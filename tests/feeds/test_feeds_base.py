@@ -35,10 +35,13 @@ def test_specs(tmp_path: Path) -> None:
         feed.close()
 
 
-def test_config_default_is_the_simulator() -> None:
+def test_config_default_is_no_feed_and_the_simulator_is_asked_for_by_name() -> None:
+    """Real memory stays real: without --feed the agent is the only source of episodes."""
     daemon = load_config().daemon
     feed = make_feed(daemon.feed, scenario=daemon.scenario, seed=daemon.seed)
-    assert isinstance(feed, SimFeed) and feed.scenario.name == "default"
+    assert feed.name == "none" and not isinstance(feed, SimFeed)
+    sim = make_feed("sim", scenario=daemon.scenario, seed=daemon.seed)
+    assert isinstance(sim, SimFeed) and sim.scenario.name == "default"
 
 
 @pytest.mark.parametrize("spec", ["", "simulator", "sim:default", "jsonl", "jsonl:", "jsonl:  ",

@@ -110,8 +110,14 @@ def test_run_serves_ticks_logs_json_and_drains_on_a_signal(root: Path, sig: int)
         assert name in events, name
     assert all({"event", "level", "timestamp"} <= set(r) for r in records)
     assert not sock.exists()
-    # Everything acknowledged is there after a restart, and the tick counter continued.
-    proc = start_daemon(data, "--feed", "none")
+    # The directory holds simulated memory now: a real run on it is refused, untouched.
+    refused = start_daemon(data, "--feed", "none")
+    assert refused.wait(120) == 2
+    err = refused.stderr.read().decode() if refused.stderr else ""
+    assert "holds simulated memory" in err and "--data" in err and "Traceback" not in err
+    # Everything acknowledged is there after a restart (the simulator, not ticking during
+    # this check), and the tick counter continued.
+    proc = start_daemon(data, "--feed", "sim", "--tick-seconds", "3600")
     try:
         wait_ready(proc, sock)
         with Client(sock) as client:
@@ -339,15 +345,15 @@ def test_the_real_model_serves_writes(root: Path) -> None:
 
 
 def test_the_readme_main_command_writes_a_real_playbook(root: Path) -> None:
-    """README's main job as written (``grimoire run --feed sim --speed 600``, the bundled
-    model, the default ``data/grimoire`` under the working directory), stopped after the
-    first curator cycle: PLAYBOOK.md is written with its front matter, no tick failed,
-    and the daemon exits 0."""
+    """README's main job as written (``grimoire run --feed sim --data data/demo --speed
+    600``, the bundled model, under the working directory), stopped after the first curator
+    cycle: PLAYBOOK.md is written with its front matter, no tick failed, the directory is
+    marked as simulated, and the daemon exits 0."""
     env = daemon_env()
     del env["GRIMOIRE_EMBEDDING__MODEL"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grimoire", "run", "--feed", "sim", "--speed", "600",
-         "--max-ticks", "51"],
+        [sys.executable, "-m", "grimoire", "run", "--feed", "sim", "--data", "data/demo",
+         "--speed", "600", "--max-ticks", "51"],
         env=env, cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
@@ -360,7 +366,11 @@ def test_the_readme_main_command_writes_a_real_playbook(root: Path) -> None:
     assert not [e for e in events if e.get("event") == "heartbeat.tick.failed"]
     (cycle,) = [e for e in events if e.get("event") == "heartbeat.curator"]
     assert cycle["tick"] == 50
-    playbook = root / "data" / "grimoire" / "PLAYBOOK.md"
+    (start,) = [e for e in events if e.get("event") == "daemon.starting"]
+    assert start["data_dir"] == str((root / "data" / "demo").resolve())
+    assert start["data_dir_given"] == "data/demo" and start["memory"] == "simulated"
+    assert json.loads((root / "data" / "demo" / "FEED.json").read_text())["kind"] == "simulated"
+    playbook = root / "data" / "demo" / "PLAYBOOK.md"
     text = playbook.read_text(encoding="utf-8")
     assert text.startswith("---\nplaybook_format: 1\ntick: 50\n")
     assert "# PLAYBOOK" in text and "## Global" in text

@@ -150,7 +150,8 @@ def test_acknowledged_writes_survive_kill_9_at_random_moments() -> None:
         assert kills_in_startup >= 1
         assert len(acked.episodes) > 100 and acked.triples and acked.entries
         with log_path.open("ab") as log:
-            proc = start_daemon(data, "--feed", "none", env=env, stdout=log)
+            proc = start_daemon(data, "--feed", "sim", "--tick-seconds", "3600", env=env,
+                                stdout=log)
             wait_ready(proc, sock)
             verify(sock, acked)
             proc.send_signal(signal.SIGTERM)

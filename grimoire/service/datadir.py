@@ -1,0 +1,75 @@
+"""What a data directory holds: simulated or real memory, recorded once and never mixed.
+
+The first daemon started on a data directory writes ``FEED.json`` there: ``kind``
+(``simulated`` for the market simulator, ``real`` for any other feed, ``none`` included:
+episodes then come from the agent), the feed, and when. Every later start compares: a
+simulated directory is refused to a real run and the other way round, so the demo's
+synthetic episodes (and its accelerated clock, days ahead of the wall clock) never end
+up in the agent's real memory. The check runs before any store is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from grimoire.errors import ConfigError
+
+__all__ = ["MARKER", "check_feed_kind", "feed_kind"]
+
+MARKER = "FEED.json"
+
+
+def feed_kind(feed: str) -> str:
+    return "simulated" if feed.strip().partition(":")[0] == "sim" else "real"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is unreadable ({exc}): it says whether this data "
+                          "directory holds simulated or real memory; restore or delete it"
+                          ) from exc
+    if not isinstance(data, dict) or data.get("kind") not in ("simulated", "real"):
+        raise ConfigError(f"{path} does not say kind: simulated or real; restore or delete it")
+    return data
+
+
+def check_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[str, Any]:
+    """Refuse a run whose feed is of the other kind than the directory's; record it first."""
+    path = data_dir / MARKER
+    kind = feed_kind(feed)
+    found = _read(path)
+    if found is not None:
+        if found["kind"] != kind:
+            since = found.get("since", "?")
+            raise ConfigError(
+                f"{data_dir} holds {found['kind']} memory (feed {found.get('feed', '?')!r}, "
+                f"since {since}) and this run's feed {feed!r} is {kind}: Grimoire never mixes "
+                "the two. Give this run a data directory of its own (--data DIR), e.g. "
+                "data/demo for the simulator")
+        return found
+    record = {"kind": kind, "feed": feed, "since": datetime.now(UTC).isoformat(
+        timespec="seconds")}
+    if scenario and kind == "simulated":
+        record["scenario"] = scenario
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", dir=data_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return record
