@@ -25,6 +25,11 @@ __all__ = ["build_parser", "main"]
 EPILOG = "methods (grimoire call METHOD JSON):\n" + "\n".join(
     f"  {spec.name:<20} {spec.summary}" for spec in METHODS.values()
 )
+# `grimoire call --help`: each method with its parameters, from the table the server uses.
+CALL_EPILOG = "methods and their params (? = optional):\n" + "\n".join(
+    f"  {spec.name:<20} {spec.summary}\n  {'':<20} params {spec.params}"
+    for spec in METHODS.values()
+)
 
 
 def _common(p: argparse.ArgumentParser, json_help: str = "print raw JSON") -> None:
@@ -110,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--max-hops", type=int, default=3, help="hops at most")
 
     call = sub.add_parser("call", help="call any API method with JSON params",
-                          description="Call any method of the API.", epilog=EPILOG,
+                          description="Call any method of the API.", epilog=CALL_EPILOG,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(call)
     call.add_argument("method", help="method name, e.g. episode.write")
@@ -205,10 +210,17 @@ def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     raise ValidationError(f"unknown command {c}")
 
 
+def _int_arg(text: str, field: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValidationError(f"expected a whole number, got {text!r}", field=field) from None
+
+
 def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     k = args.kg_command
     if k == "invalidate":
-        return "kg.invalidate", {"id": args.id, "at": int(args.at)}
+        return "kg.invalidate", {"id": args.id, "at": _int_arg(args.at, "at")}
     subject = {"kind": args.subject_kind, "id": args.subject_id}
     if k == "assert":
         try:
@@ -216,12 +228,12 @@ def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         except json.JSONDecodeError:
             obj = args.object  # a plain string object
         return "kg.assert", {"subject": subject, "predicate": args.predicate, "object": obj,
-                             "valid_from": int(args.valid_from)}
+                             "valid_from": _int_arg(args.valid_from, "valid_from")}
     if k == "at":
-        return "kg.at", {"subject": subject, "block": int(args.block)}
+        return "kg.at", {"subject": subject, "block": _int_arg(args.block, "block")}
     if k == "known-at":
-        return "kg.known_at", {"subject": subject, "time": int(args.time)}
-    return "kg.neighbors", {"subject": subject, "block": int(args.block),
+        return "kg.known_at", {"subject": subject, "time": _int_arg(args.time, "time")}
+    return "kg.neighbors", {"subject": subject, "block": _int_arg(args.block, "block"),
                             "max_hops": args.max_hops}
 
 
@@ -304,3 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GrimoireError as exc:
         print(f"grimoire: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`grimoire status | head`): stop quietly, as cat does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -9,6 +9,7 @@ Nothing here runs at import time.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,14 +24,20 @@ from grimoire.errors import ConfigError
 __all__ = ["Config", "config_items", "load_config"]
 
 
-def opt(default: Any, help: str) -> Any:
-    """A config field with its default and one line of help."""
+def opt(default: Any, help: str, *, positive: bool = False,
+        choices: tuple[str, ...] | None = None) -> Any:
+    """A config field with its default and one line of help.
+
+    Every number in the configuration (nested ones too) must be finite and >= 0;
+    ``positive`` asks for > 0 (a speed, a size, a timeout); ``choices`` lists the only
+    values a string may take."""
+    meta = {"help": help, "positive": positive, "choices": choices}
     if isinstance(default, dict | list):
         factory: Any = (lambda d=default: dict(d)) if isinstance(default, dict) else (
             lambda d=default: list(d)
         )
-        return field(default_factory=factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,11 @@ class EmbeddingConfig:
                      "or a fastembed model name present on this machine")
     model_dir: str | None = opt(None, "directory holding another fastembed model's files "
                                 "(None = the bundled model)")
-    dim: int = opt(384, "embedding dimension (must match the model)")
-    max_tokens: int = opt(256, "tokenizer truncation (256 matches the reference model)")
-    batch_size: int = opt(64, "texts per embedding batch")
-    threads: int = opt(2, "onnxruntime intra-op threads")
+    dim: int = opt(384, "embedding dimension (must match the model)", positive=True)
+    max_tokens: int = opt(256, "tokenizer truncation (256 matches the reference model)",
+                          positive=True)
+    batch_size: int = opt(64, "texts per embedding batch", positive=True)
+    threads: int = opt(2, "onnxruntime intra-op threads", positive=True)
 
 
 @dataclass(frozen=True)
@@ -165,7 +173,7 @@ class DistillerConfig:
 
 @dataclass(frozen=True)
 class CuratorConfig:
-    every_ticks: int = opt(50, "curator cycle every this many ticks")
+    every_ticks: int = opt(50, "curator cycle every this many ticks", positive=True)
     insight_promote: float = opt(0.6, "insight at or above: active")
     heuristic_promote: float = opt(0.7, "heuristic at or above: PLAYBOOK.md")
     demote_below: float = opt(0.4, "active below: candidate (out of PLAYBOOK.md)")
@@ -195,7 +203,8 @@ class CuratorConfig:
     validate_max_votes: int = opt(
         10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
     window_episodes: int = opt(2000, "newest unprocessed episodes one cycle reads at most")
-    write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)")
+    write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)",
+                           positive=True)
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")
     l1_coherence: float = opt(0.6, "cluster coherence of an L1 session summary")
     l1_max_per_cycle: int = opt(8, "L1 summaries written per cycle at most")
@@ -208,7 +217,7 @@ class CuratorConfig:
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    candidates: int = opt(20, "top-k per backend before fusion")
+    candidates: int = opt(20, "top-k per backend before fusion", positive=True)
     rrf_k: int = opt(60, "reciprocal rank fusion constant")
     weights: dict[str, float] = opt(
         {"rrf": 0.30, "confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime": 0.10},
@@ -223,7 +232,7 @@ class RetrievalConfig:
     bloodstain_boost: float = opt(1.2, "score multiplier for bloodstain entries")
     mmr_lambda: float = opt(0.7, "MMR relevance/diversity balance")
     mmr_top: int = opt(10, "MMR re-orders this many")
-    max_tokens: int = opt(500, "default token budget of a retrieve")
+    max_tokens: int = opt(500, "default token budget of a retrieve", positive=True)
     default_k: int = opt(10, "default number of items")
     contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks")
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
@@ -260,7 +269,7 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class EpisodesConfig:
-    flush_rows: int = opt(256, "LanceDB append batch: rows buffered before a flush")
+    flush_rows: int = opt(256, "LanceDB append batch: rows buffered before a flush", positive=True)
     flush_ms: int = opt(1000, "LanceDB append batch: max age of buffered rows")
     compact_every_appends: int = opt(50, "compact the table after this many appends")
     cleanup_older_than_s: int = opt(60, "versions older than this are removed at compaction")
@@ -269,16 +278,18 @@ class EpisodesConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     tick_seconds: float | None = opt(None, "heartbeat tick length in seconds; None = the "
-                                     "feed's own (the simulator scenario's), else 40")
-    speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)")
+                                     "feed's own (the simulator scenario's), else 40",
+                                     positive=True)
+    speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)",
+                       positive=True)
     feed: str = opt("none", "tick feed: none (the agent writes over the socket) | jsonl:PATH | "
                             "sim (the market simulator, for demos: never in real memory)")
     scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")
     seed: int = opt(7, "simulator random seed")
-    max_request_bytes: int = opt(1_048_576, "largest accepted request line")
-    max_connections: int = opt(64, "simultaneous socket connections")
-    idle_timeout_s: float = opt(300.0, "close a connection idle this long")
-    write_queue: int = opt(10_000, "pending writes before BusyError")
+    max_request_bytes: int = opt(1_048_576, "largest accepted request line", positive=True)
+    max_connections: int = opt(64, "simultaneous socket connections", positive=True)
+    idle_timeout_s: float = opt(300.0, "close a connection idle this long", positive=True)
+    write_queue: int = opt(10_000, "pending writes before BusyError", positive=True)
     max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)")
 
 
@@ -288,9 +299,9 @@ class LLMConfig:
                                "no network")
     model: str = opt("local", "chat model name")
     api_key_env: str = opt("GRIMOIRE_LLM_API_KEY", "environment variable holding the API key")
-    timeout_s: float = opt(30.0, "request timeout")
+    timeout_s: float = opt(30.0, "request timeout", positive=True)
     retries: int = opt(2, "bounded retries on timeout / 5xx")
-    max_tokens: int = opt(400, "completion tokens per LLM request")
+    max_tokens: int = opt(400, "completion tokens per LLM request", positive=True)
     max_pending: int = opt(32, "Reflexion LLM steps waiting at most; more are dropped (the LLM "
                            "view is advisory, the deterministic record is always kept)")
     reflexion_verdicts: list[str] = opt(
@@ -306,14 +317,15 @@ class LLMConfig:
 @dataclass(frozen=True)
 class PlaybookConfig:
     path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
-    max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines")
+    max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines", positive=True)
 
 
 @dataclass(frozen=True)
 class Config:
     data_dir: str = opt("./data/grimoire", "directory holding every store")
     socket_path: str | None = opt(None, "Unix socket (None = <data_dir>/grimoire.sock)")
-    log_level: str = opt("info", "debug | info | warning | error")
+    log_level: str = opt("info", "debug | info | warning | error",
+                         choices=("debug", "info", "warning", "error"))
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     episodes: EpisodesConfig = field(default_factory=EpisodesConfig)
     decay: DecayConfig = field(default_factory=DecayConfig)
@@ -430,14 +442,41 @@ def _build(cls: type[Any], values: Mapping[str, Any], prefix: str) -> Any:
     if unknown:
         where = f" in [{prefix.rstrip('.')}]" if prefix else ""
         raise ConfigError(f"unknown config key(s){where}: {', '.join(sorted(unknown))}")
+    meta = {f.name: f.metadata for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value, f"{prefix}{name}.")  # type: ignore[arg-type]
         else:
-            kwargs[name] = _coerce(value, hint, f"{prefix}{name}")
+            kwargs[name] = _check(_coerce(value, hint, f"{prefix}{name}"), meta[name],
+                                  f"{prefix}{name}")
     return cls(**kwargs)
+
+
+def _check(value: Any, meta: Mapping[str, Any], where: str) -> Any:
+    """The field's range and choices (see ``opt``), nested numbers included."""
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not one of: {', '.join(choices)}")
+    positive = bool(meta.get("positive"))
+
+    def walk(v: Any, at: str) -> None:
+        if isinstance(v, bool) or v is None:
+            return
+        if isinstance(v, int | float):
+            if not math.isfinite(v) or v < 0 or (positive and v == 0):
+                need = "a number > 0" if positive else "a finite number >= 0"
+                raise ConfigError(f"{at}: must be {need}, got {v!r}")
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(x, f"{at}.{k}")
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, f"{at}[]")
+
+    walk(value, where)
+    return value
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:

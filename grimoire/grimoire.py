@@ -25,7 +25,7 @@ from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
-from grimoire.errors import GrimoireError, StoreError
+from grimoire.errors import ConfigError, GrimoireError, StoreError
 from grimoire.llm import LLM
 from grimoire.logs import EventLog, get_logger
 from grimoire.stores.episodes import EpisodeStore
@@ -38,15 +38,38 @@ __all__ = ["Grimoire"]
 log = get_logger(__name__)
 
 
+def make_data_dir(data_dir: Path) -> None:
+    """Create the data directory (owner-only) or say, naming it, why it cannot be used."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        raise ConfigError(f"data directory {data_dir} is a file, not a directory: choose "
+                          "another one (--data DIR)") from None
+    except NotADirectoryError:
+        raise ConfigError(f"data directory {data_dir} cannot be created: part of its path is "
+                          "a file; choose another one (--data DIR)") from None
+    except OSError as exc:
+        raise ConfigError(f"data directory {data_dir} cannot be created ({exc.strerror}); "
+                          "choose a directory you can write (--data DIR)") from None
+
+
 def _lock_data_dir(data_dir: Path) -> IO[str]:
-    handle = open(data_dir / "LOCK", "a+", encoding="utf-8")  # noqa: SIM115 - held open
+    try:
+        handle = open(data_dir / "LOCK", "a+", encoding="utf-8")  # noqa: SIM115 - held open
+    except OSError as exc:
+        raise ConfigError(f"data directory {data_dir} is not writable ({exc.strerror}): "
+                          "choose a directory you can write (--data DIR), or fix its "
+                          "owner and permissions") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
         handle.close()
+        who = f"process {holder}" if holder.isdigit() else "another Grimoire process"
         raise StoreError(
-            f"{data_dir} is in use by another Grimoire process (a running daemon?); "
-            "talk to it over its socket (grimoire call …) or stop it first"
+            f"{data_dir} is in use by {who} (a running daemon?); talk to it over its "
+            "socket (grimoire call …) or stop it first"
         ) from None
     handle.seek(0)
     handle.truncate()
@@ -106,7 +129,7 @@ class Grimoire:
         if data_dir is not None:
             config = config.replace(data_dir=str(data_dir))
         root = Path(config.data_dir)
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_data_dir(root)
         lock = _lock_data_dir(root)
         clock = clock or SystemClock()
         opened: list[Any] = []

@@ -39,6 +39,7 @@ from grimoire.records import (
     parse_enum,
     parse_optional_enum,
 )
+from grimoire.records.text import require_unicode
 from grimoire.stores.semantic_types import EntryFilter
 
 __all__ = ["Proposal", "add_entry", "admit", "get_entry", "list_entries", "proposal_from_params"]
@@ -113,6 +114,7 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
         raise ValidationError("is required and must be a non-empty string", field="content")
     if len(content) > MAX_CONTENT_CHARS:
         raise ValidationError(f"longer than {MAX_CONTENT_CHARS} characters", field="content")
+    require_unicode(content, "content")
     if "category" not in params:
         raise ValidationError("is required", field="category")
     confidence = params.get("confidence")

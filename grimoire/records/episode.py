@@ -21,6 +21,7 @@ from grimoire.records.enums import (
     parse_enum,
     parse_optional_enum,
 )
+from grimoire.records.text import require_unicode
 
 __all__ = ["EPISODE_FIELDS", "Episode", "episode_from_params"]
 
@@ -91,7 +92,7 @@ def _opt_str(params: Mapping[str, Any], name: str, limit: int = MAX_SHORT_CHARS)
         raise ValidationError(f"must be a string, got {type(value).__name__}", field=name)
     if len(value) > limit:
         raise ValidationError(f"longer than {limit} characters", field=name)
-    return value
+    return require_unicode(value, name)
 
 
 def _opt_int(params: Mapping[str, Any], name: str, *, minimum: int = 0) -> int | None:
@@ -146,6 +147,7 @@ def episode_from_params(params: Mapping[str, Any], *, id: str, now_ms: int) -> E
         raise ValidationError("is required and must be a non-empty string", field="text")
     if len(text) > MAX_TEXT_CHARS:
         raise ValidationError(f"longer than {MAX_TEXT_CHARS} characters", field="text")
+    require_unicode(text, "text")
     actions = params.get("actions") or ()
     if not isinstance(actions, list | tuple) or not all(isinstance(a, str) for a in actions):
         raise ValidationError("must be a list of strings", field="actions")

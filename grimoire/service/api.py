@@ -9,6 +9,7 @@ stay thin: they parse, call ``dispatch``, render.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 from grimoire.errors import ValidationError
 
-__all__ = ["METHODS", "MethodSpec", "dispatch"]
+__all__ = ["METHODS", "MethodSpec", "dispatch", "suggest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +116,9 @@ def _explain_binding(fn: Any, params: Mapping[str, Any], exc: TypeError) -> str:
     if missing:
         return f"missing required parameter(s): {', '.join(missing)}"
     return str(exc)
+
+
+def suggest(name: str) -> str | None:
+    """The method name closest to a mistyped one (``episode.wrte`` → ``episode.write``)."""
+    close = difflib.get_close_matches(name, list(METHODS), n=1, cutoff=0.6)
+    return close[0] if close else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from grimoire.errors import ConfigError
+from grimoire.grimoire import make_data_dir
 
 __all__ = ["MARKER", "check_feed_kind", "feed_kind"]
 
@@ -46,6 +47,7 @@ def check_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[str
     """Refuse a run whose feed is of the other kind than the directory's; record it first."""
     path = data_dir / MARKER
     kind = feed_kind(feed)
+    make_data_dir(data_dir)  # or a clear error: a file, an impossible path, no permission
     found = _read(path)
     if found is not None:
         if found["kind"] != kind:
@@ -60,8 +62,12 @@ def check_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[str
         timespec="seconds")}
     if scenario and kind == "simulated":
         record["scenario"] = scenario
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", dir=data_dir)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", dir=data_dir)
+    except OSError as exc:
+        raise ConfigError(f"data directory {data_dir} is not writable ({exc.strerror}): "
+                          "choose a directory you can write (--data DIR), or fix its owner "
+                          "and permissions") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2)

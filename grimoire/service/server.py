@@ -32,7 +32,7 @@ from typing import Any
 
 from grimoire.errors import GrimoireError, StoreError, ValidationError
 from grimoire.logs import get_logger
-from grimoire.service.api import METHODS, dispatch
+from grimoire.service.api import METHODS, dispatch, suggest
 
 __all__ = ["Server", "error_response", "prepare_socket_path"]
 
@@ -314,8 +314,11 @@ class Server:
 
     async def _call(self, req_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method not in METHODS:
-            return error_response(req_id, METHOD_NOT_FOUND, f"method not found: {method}",
-                                  {"type": "MethodNotFound", "methods": sorted(METHODS)})
+            close = suggest(method)
+            hint = f"; did you mean {close}?" if close else " (grimoire --help lists them)"
+            return error_response(req_id, METHOD_NOT_FOUND, f"method not found: {method}{hint}",
+                                  {"type": "MethodNotFound", "methods": sorted(METHODS),
+                                   "did_you_mean": close})
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(

@@ -16,6 +16,7 @@ from grimoire.config import RetrievalConfig
 from grimoire.errors import ValidationError
 from grimoire.mentions import parse_entities
 from grimoire.records import PAD, Category, Regime, parse_enum, parse_optional_enum
+from grimoire.records.text import require_unicode
 
 __all__ = ["FORMATS", "KINDS", "MODES", "PARAMS", "RetrieveRequest", "parse_request"]
 
@@ -82,6 +83,7 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
         raise ValidationError("is required and must be a non-empty string", field="query")
     if len(query) > MAX_QUERY_CHARS:
         raise ValidationError(f"longer than {MAX_QUERY_CHARS} characters", field="query")
+    require_unicode(query, "query")
     k = _int(params.get("k", cfg.default_k), "k", 1, MAX_K)
     max_tokens = _int(params.get("max_tokens", cfg.max_tokens), "max_tokens", 1, MAX_TOKENS)
     kinds_raw = params.get("kinds")
