@@ -42,7 +42,9 @@ __all__ = [
 
 DERIVED_TAG = "derived"
 SUMMARY_TAG = "summary"
-LOCAL_PROVENANCE = frozenset({Provenance.SELF_LEARNED, Provenance.REPLICANT})
+# This agent's own knowledge: learned here, or told here (by the agent or its owner).
+LOCAL_PROVENANCE = frozenset({Provenance.SELF_LEARNED, Provenance.REPLICANT, Provenance.AGENT,
+                              Provenance.OWNER})
 _OPEN = (EntryStatus.CANDIDATE, EntryStatus.DEMOTED)
 
 

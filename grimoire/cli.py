@@ -204,6 +204,8 @@ def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         params = _json_arg(args.params, "params")
         if not isinstance(params, dict):
             raise ValidationError("must be a JSON object", field="params")
+        if args.method == "entry.add":
+            params.setdefault("provenance", "owner")  # a person at the CLI: the owner told it
         return args.method, params
     if c == "kg":
         return _kg_request(args)

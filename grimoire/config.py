@@ -73,10 +73,12 @@ class DecayConfig:
     dream_strength: float = opt(0.5, "strength added by a dream validation")
     episode_half_life_hours: float = opt(48.0, "half-life of an episode's recency in retrieval")
     provenance_weight: dict[str, float] = opt(
-        {"self_learned": 1.0, "replicant": 1.0, "clade": 0.8, "predecessor": 0.6,
+        {"self_learned": 1.0, "agent": 1.0, "owner": 1.0, "replicant": 1.0, "clade": 0.8,
+         "predecessor": 0.6,
          "death_reflection": 0.6, "styx_query": 0.5, "lethe": 0.5, "marketplace": 0.5,
          "dream": 0.6},
-        "initial confidence = base_confidence x this weight")
+        "initial confidence = base_confidence x this weight (agent / owner: knowledge told "
+        "with entry.add, shown apart in PLAYBOOK.md until outcomes confirm it)")
     base_confidence: float = opt(0.5, "initial confidence before the provenance weight")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from grimoire.errors import ValidationError
-from grimoire.records import Category, GrimoireEntry
+from grimoire.records import Category, GrimoireEntry, Provenance
 from playbook.items import PlaybookItem, as_item
 from playbook.render_text import clean_inline, render_claim, short_ids
 
@@ -32,6 +32,17 @@ _KIND_TITLES = {
     Category.WARNING: "Warnings: avoid these",
     Category.HEURISTIC: "Heuristics: do these",
     "support": "Behind these rules: insights and causal links",
+    "unconfirmed": "Told or inherited, not yet confirmed by outcomes",
+}
+# Knowledge Grimoire's learners found in this agent's own episodes. Anything else (told
+# with entry.add, inherited, shared) is listed apart until an outcome confirms it (✓ ≥ 1).
+_LEARNED = frozenset({Provenance.SELF_LEARNED, Provenance.REPLICANT})
+_SOURCE = {
+    Provenance.AGENT: "told by the agent", Provenance.OWNER: "told by you",
+    Provenance.CLADE: "from the Clade", Provenance.PREDECESSOR: "inherited",
+    Provenance.DEATH_REFLECTION: "a predecessor's last reflection",
+    Provenance.LETHE: "from Lethe", Provenance.STYX_QUERY: "from Styx",
+    Provenance.MARKETPLACE: "bought", Provenance.DREAM: "dreamt",
 }
 _COUNT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_SUPPORT_REFS = 3
@@ -155,7 +166,14 @@ def _row(item: PlaybookItem) -> _Row:
     entry = item.entry
     section = (0, "") if entry.strategy is None else (1, entry.strategy)
     kind: Category | str = entry.category if entry.category in _RULES else "support"
+    if not is_learned(entry):
+        kind = "unconfirmed"
     return _Row(item, section, kind)
+
+
+def is_learned(entry: GrimoireEntry) -> bool:
+    """Learned from the agent's own episodes, or confirmed by an outcome since it was told."""
+    return entry.provenance in _LEARNED or entry.validated_count > 0
 
 
 
@@ -165,7 +183,7 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
     # Which shown rule was derived from which supporting entry (parent_entry_ids).
     supports: dict[str, list[str]] = {}
     for row in kept:
-        if row.kind != "support":
+        if row.entry.category in _RULES:
             for parent in row.entry.parent_entry_ids:
                 supports.setdefault(parent, []).append(row.entry.id)
     counts = {
@@ -173,6 +191,7 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
         "heuristics": sum(r.entry.category is Category.HEURISTIC for r in kept),
         "insights": sum(r.entry.category is Category.INSIGHT for r in kept),
         "causal_links": sum(r.entry.category is Category.CAUSAL_LINK for r in kept),
+        "told_or_inherited": sum(r.kind == "unconfirmed" for r in kept),
     }
     left_out = header.offered - len(kept)
     blocks: list[list[str]] = [
@@ -189,10 +208,11 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
         blocks.append([_section_title(section)])
         if not by_kind:
             blocks.append(["_Nothing here yet: no cross-strategy rule has earned its place._"])
-        for kind in (Category.WARNING, Category.HEURISTIC, "support"):
+        for kind in (Category.WARNING, Category.HEURISTIC, "support", "unconfirmed"):
             # Supporting knowledge behind a shown rule comes before stand-alone knowledge.
             rows = sorted(by_kind.get(kind, []),
                           key=lambda r: (r.kind == "support" and r.entry.id not in supports,
+                                         r.kind == "unconfirmed" and _RANK[r.entry.category],
                                          *r.order))
             if rows:
                 blocks.append([f"### {_KIND_TITLES[kind]} ({len(rows)})"])
@@ -213,7 +233,7 @@ def _front_matter(header: _Header, counts: Mapping[str, int], left_out: int) -> 
         f'generated_at: "{iso_utc(header.generated_at)}"',
         "included:",
         *(f"  {key}: {counts[key]}" for key in ("warnings", "heuristics", "insights",
-                                                   "causal_links")),
+                                                   "causal_links", "told_or_inherited")),
         f"left_out: {left_out}",
         f"max_lines: {header.max_lines}",
     ]
@@ -230,10 +250,10 @@ def _preamble(header: _Header) -> list[list[str]]:
     when = iso_utc(header.generated_at).replace("T", " ").replace("Z", " UTC")
     return [
         [
-            "This file is what your agent has learned from its own experience, written by",
-            f"Grimoire's curator at tick {header.tick} ({when}). Nobody writes it by hand:",
-            "it is rebuilt from the knowledge store every curator cycle, so edits made here",
-            "are overwritten. Your agent reads it before every considered decision.",
+            "This file is what your agent's memory holds, written by Grimoire's curator at",
+            f"tick {header.tick} ({when}). Nobody writes it by hand: it is rebuilt from the",
+            "knowledge store every curator cycle, so edits made here are overwritten. Your",
+            "agent reads it before every considered decision.",
         ],
         [
             "How to read a line such as"
@@ -247,6 +267,8 @@ def _preamble(header: _Header) -> list[list[str]]:
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",
             "  insights and causal links they were derived from.",
             "- `## Global` applies to every strategy; `## Strategy: <name>` to one strategy.",
+            "- Rules are learned from the agent's own outcomes; what it was told or inherited"
+            " stands apart (\"Told or inherited\") until an outcome confirms it.",
         ],
     ]
 
@@ -274,7 +296,10 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
     entry = row.entry
     regime = entry.market_regime.value if entry.market_regime else "any regime"
     meta = [f"`{shorts[entry.id]}`"]
-    if row.kind == "support":
+    if row.kind == "unconfirmed":
+        meta.append(_SOURCE.get(entry.provenance, entry.provenance.value))
+        meta.append(entry.category.value.replace("_", " "))
+    elif row.kind == "support":
         meta.append("insight" if entry.category is Category.INSIGHT else "causal link")
     meta += [
         f"conf {row.item.effective_confidence:.2f}",
@@ -287,6 +312,10 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
         more = len(derived) - _MAX_SUPPORT_REFS
         text += f" (behind {refs}{f' and {more} more' if more > 0 else ''})"
     return f"- {' · '.join(meta)} — {text}"
+
+
+_RANK = {Category.WARNING: 0, Category.HEURISTIC: 1, Category.INSIGHT: 2,
+         Category.CAUSAL_LINK: 3}
 
 
 def _entry_text(entry: GrimoireEntry) -> str:

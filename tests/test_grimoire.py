@@ -140,7 +140,7 @@ def test_entry_get_and_list_filters(g: Grimoire) -> None:
         g.entry_list(limit=0)
     assert info.value.field == "limit"
     with pytest.raises(ValidationError) as info:
-        g.entry_add(category="rumour", content="x is y")
+        g.entry_add(category="rumour", content="swaps revert when gas is above 80 gwei")
     assert info.value.field == "category"
 
 
@@ -276,3 +276,18 @@ def test_config_embedding_model_hash_selects_the_test_embedder(tmp_path: Path) -
     config = Config().replace(**{"embedding.model": "hash-384"})
     with Grimoire.open(tmp_path, config=config) as g:
         assert g.status()["embedding"] == {"model": "hash-384", "dim": 384}
+
+
+def test_told_knowledge_is_labelled_as_told_and_contentless_text_is_refused(g: Grimoire) -> None:
+    """entry.add records who told it (the agent by default; the CLI says the owner), never
+    self_learned; a word or two is not knowledge and is refused, leaving nothing stored."""
+    by_agent = g.entry_add(category="warning", content=WARNING)["id"]
+    assert g.entry_get(by_agent)["provenance"] == "agent"
+    by_owner = g.entry_add(category="insight", provenance="owner",
+                           content="Bridging to Base is slow on Friday evenings")["id"]
+    assert g.entry_get(by_owner)["provenance"] == "owner"
+    for text in ("ok", "gas high", "  todo  ", "1 2 3 4 5"):
+        with pytest.raises(ValidationError, match="says too little") as info:
+            g.entry_add(category="warning", content=text)
+        assert info.value.field == "content"
+    assert len(g.entry_list()["entries"]) == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,20 @@ _PARAMS = {"category", "content", "provenance", "confidence", "decay_class", "ta
            "regime", "source", "parent_episode_ids", "emotional_tag"}
 
 
+_WORD = re.compile(r"[^\W\d_]{2,}")  # a word: two or more letters
+MIN_CLAIM_WORDS = 3
+
+
+def _require_a_claim(content: str) -> None:
+    """Knowledge says something checkable: at least three words. "ok", "todo", "gas high"
+    are refused, so that a stray call never shows up in PLAYBOOK.md as a rule."""
+    if len(_WORD.findall(content)) < MIN_CLAIM_WORDS:
+        raise ValidationError(
+            f"{content.strip()[:40]!r} says too little to be knowledge (fewer than "
+            f"{MIN_CLAIM_WORDS} words): state a claim, e.g. 'Avoid swaps on WETH/USDC when "
+            "gas is above 80 gwei: they revert'", field="content")
+
+
 def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     """Validate ``entry.add`` params; the first bad field raises ValidationError naming it."""
     unknown = set(params) - _PARAMS
@@ -115,6 +130,7 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     if len(content) > MAX_CONTENT_CHARS:
         raise ValidationError(f"longer than {MAX_CONTENT_CHARS} characters", field="content")
     require_unicode(content, "content")
+    _require_a_claim(content)
     if "category" not in params:
         raise ValidationError("is required", field="category")
     confidence = params.get("confidence")
@@ -130,8 +146,9 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     return Proposal(
         category=parse_enum(Category, params["category"], "category"),
         content=content.strip(),
-        provenance=parse_enum(Provenance, params.get("provenance", "self_learned"),
-                              "provenance"),
+        # Told, not learned: without a provenance an entry is the agent's word (the CLI sends
+        # "owner" for the owner's); only Grimoire's learners write self_learned.
+        provenance=parse_enum(Provenance, params.get("provenance", "agent"), "provenance"),
         confidence=None if confidence is None else float(confidence),
         decay_class=parse_optional_enum(DecayClass, params.get("decay_class"), "decay_class"),
         tags=_str_list(params.get("tags"), "tags"),

@@ -84,7 +84,9 @@ class EntryStatus(StrEnum):
 
 
 class Provenance(StrEnum):
-    SELF_LEARNED = "self_learned"
+    SELF_LEARNED = "self_learned"  # found by Grimoire's learners in the agent's own episodes
+    AGENT = "agent"  # told: the agent wrote it with entry.add
+    OWNER = "owner"  # told: the owner typed it (grimoire call entry.add from the CLI)
     CLADE = "clade"
     PREDECESSOR = "predecessor"
     STYX_QUERY = "styx_query"

@@ -91,7 +91,8 @@ def test_front_matter_has_tick_time_and_counts_in_fixed_order() -> None:
                         "max_lines", "grimoire"]
     assert fm["tick"] == 1234
     assert fm["generated_at"] == "2026-01-01T00:00:00Z"
-    assert fm["included"] == {"warnings": 2, "heuristics": 3, "insights": 1, "causal_links": 1}
+    assert fm["included"] == {"warnings": 2, "heuristics": 3, "insights": 1, "causal_links": 1,
+                              "told_or_inherited": 0}
     assert fm["left_out"] == 0
     assert list(fm["grimoire"]) == ["active", "total_entries"]  # sorted, not caller order
     assert fm["grimoire"]["total_entries"] == 532
@@ -175,7 +176,8 @@ def test_supporting_insight_names_the_rules_derived_from_it() -> None:
 
 def test_owner_facing_preamble_explains_how_to_read_the_file() -> None:
     text = compile_(mixed_entries())
-    for phrase in ("what your agent has learned", "grimoire explain", "short id",
+    for phrase in ("what your agent's memory holds", "learned from the agent's own outcomes",
+                   "told or inherited", "grimoire explain", "short id",
                    "Warnings come first", "any regime", "✓", "✗", "overwritten",
                    "## Strategy: <name>"):
         assert phrase in text, phrase
@@ -186,7 +188,7 @@ def test_empty_input_still_explains_itself() -> None:
     assert "## Global" in text
     assert "_Nothing here yet" in text
     assert front_matter(text)["included"] == {"warnings": 0, "heuristics": 0, "insights": 0,
-                                              "causal_links": 0}
+                                              "causal_links": 0, "told_or_inherited": 0}
 
 
 def test_cap_keeps_the_highest_ranked_and_says_how_many_were_left_out() -> None:
@@ -319,3 +321,29 @@ def test_replace_keeps_records_frozen() -> None:
     assert replace(item, effective_confidence=0.6).effective_confidence == 0.6
     with pytest.raises(AttributeError):
         item.effective_confidence = 0.9  # type: ignore[misc]
+
+
+def test_told_and_inherited_entries_stand_apart_until_an_outcome_confirms_them() -> None:
+    """A warning typed by the owner is not shown as learned: it is listed under its own part,
+    saying who told it, and moves among the learned rules once an outcome confirms it."""
+    learned = make_entry(category=Category.WARNING, content="Avoid LP during CPI prints")
+    told = make_entry(category=Category.WARNING, content="Avoid bridging on Fridays",
+                      provenance=Provenance.OWNER)
+    agent = make_entry(category=Category.HEURISTIC, content="When idle, do rebalance because",
+                       provenance=Provenance.AGENT)
+    inherited = make_entry(category=Category.INSIGHT, content="Gas is cheap on Sundays",
+                           provenance=Provenance.PREDECESSOR)
+    text = compile_([learned, told, agent, inherited])
+    headings = [line for line in text.splitlines() if line.startswith("###")]
+    assert headings == ["### Warnings: avoid these (1)",
+                        "### Told or inherited, not yet confirmed by outcomes (3)"]
+    lines = item_lines(text)
+    assert "Avoid LP during CPI prints" in lines[0] and "told" not in lines[0]
+    assert "· told by you · warning ·" in lines[1] and "Avoid bridging" in lines[1]
+    assert "· told by the agent · heuristic ·" in lines[2]
+    assert "· inherited · insight ·" in lines[3]
+    assert front_matter(text)["included"]["told_or_inherited"] == 3
+    confirmed = replace(told, validated_count=1)
+    text = compile_([learned, confirmed])
+    assert [line for line in text.splitlines() if line.startswith("###")] == [
+        "### Warnings: avoid these (2)"]

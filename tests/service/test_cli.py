@@ -179,3 +179,23 @@ def test_cli_errors_are_messages_and_exit_codes(served: tuple[ServerThread, Grim
     for argv in (["retrieve", "gas"], ["curate"], ["playbook"]):
         code, out, err = _run(capsys, *argv, *sock)
         assert code == 0 and out, (argv, err)
+
+
+def test_a_warning_typed_at_the_cli_is_the_owners_and_ok_is_refused(
+        served: tuple[ServerThread, Grimoire], capsys: pytest.CaptureFixture[str]) -> None:
+    st, g = served
+    sock = ["--socket", str(st.path)]
+    code, _, err = _run(capsys, "call", "entry.add",
+                        '{"category": "warning", "content": "ok"}', *sock)
+    assert code == 1 and "says too little" in err
+    code, out, _ = _run(capsys, "call", "entry.add", json.dumps(
+        {"category": "warning", "content": "Never bridge more than 5 ETH on a Friday"}), *sock)
+    assert code == 0
+    entry_id = json.loads(out)["id"]
+    assert g.entry_get(entry_id)["provenance"] == "owner"
+    g.curator_run()
+    markdown = g.context.config.playbook_path.read_text(encoding="utf-8")
+    (line,) = [x for x in markdown.splitlines() if "Never bridge" in x]
+    assert "· told by you · warning ·" in line
+    told = markdown.index("### Told or inherited, not yet confirmed by outcomes (1)")
+    assert markdown.index(line) > told and "### Warnings: avoid these" not in markdown
