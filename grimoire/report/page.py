@@ -1,14 +1,11 @@
 """The report's HTML: one self-contained file (inline CSS and SVG; no script, no network).
 
 ``render_page(data)`` lays out the sections; ``write_report(data, path)`` writes it
-atomically (a temporary file beside it, fsync, rename), so a reader never sees half a
-report.
+atomically, so a reader never sees half a report.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
@@ -16,6 +13,7 @@ from pathlib import Path
 
 from grimoire.report.data import ReportData, RuleHistory
 from grimoire.report.svg import Series, histogram, line_chart, sparkline, stacked_bars
+from playbook import write_atomic
 from playbook.render_text import short_ids
 
 __all__ = ["render_page", "write_report"]
@@ -228,19 +226,9 @@ def render_page(data: ReportData) -> str:
 
 
 def write_report(data: ReportData, path: Path) -> int:
-    """Write the page to ``path`` atomically; returns its size in bytes."""
-    text = render_page(data).encode("utf-8")
+    """Write the page to ``path`` atomically (``playbook.write_atomic``: a reader never sees
+    half a report); returns its size in bytes."""
+    text = render_page(data)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return len(text)
-
-
+    write_atomic(path, text)
+    return len(text.encode("utf-8"))

@@ -11,14 +11,13 @@ up in the agent's real memory. The check runs before any store is opened.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from grimoire.errors import ConfigError
+from grimoire.errors import ConfigError, StoreError
 from grimoire.grimoire import make_data_dir
+from playbook import write_atomic
 
 __all__ = ["MARKER", "check_feed_kind", "feed_kind"]
 
@@ -63,19 +62,9 @@ def check_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[str
     if scenario and kind == "simulated":
         record["scenario"] = scenario
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", dir=data_dir)
-    except OSError as exc:
-        raise ConfigError(f"data directory {data_dir} is not writable ({exc.strerror}): "
-                          "choose a directory you can write (--data DIR), or fix its owner "
-                          "and permissions") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic(path, json.dumps(record, indent=2) + "\n")
+    except StoreError as exc:
+        raise ConfigError(f"data directory {data_dir} is not writable ({exc}): choose a "
+                          "directory you can write (--data DIR), or fix its owner and "
+                          "permissions") from None
     return record
