@@ -15,7 +15,7 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("backup", "restore")
+COMMANDS = ("backup", "restore", "export", "import")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -31,6 +31,21 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("src", help="backup directory")
     p.add_argument("dir", help="data directory to create (absent or empty)")
     p.add_argument("--json", action="store_true", help="print raw JSON")
+    p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
+                       description="Export entries, causal links, active KG triples and "
+                       "PLAYBOOK.md as a versioned bundle directory (no daemon may hold DIR).")
+    common(p)
+    p.add_argument("out", help="new bundle directory")
+    p.add_argument("--min-confidence", type=float, default=None,
+                   help="entries below this confidence stay home (default 0.3)")
+    p = sub.add_parser("import", help="import a bundle through the admission gate",
+                       description="Import a bundle: every item through the admission gate "
+                       "at the provenance's discounted confidence; importing twice adds "
+                       "nothing; a tampered bundle is refused whole.")
+    common(p)
+    p.add_argument("bundle", help="bundle directory")
+    p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
+                   help="where the bundle comes from")
 
 
 def _print(value: Any) -> None:
@@ -51,6 +66,18 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
 
         _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
                       playbook=config.playbook_path))
+        return 0
+    from grimoire.portable.session import run_on_store
+
+    if c == "export":
+        params: dict[str, Any] = {"out": args.out}
+        if args.min_confidence is not None:
+            params["min_confidence"] = args.min_confidence
+        _print(run_on_store(config, "export", params))
+        return 0
+    if c == "import":
+        _print(run_on_store(config, "import", {"bundle": args.bundle,
+                                               "provenance": args.provenance}))
         return 0
     print(f"grimoire: unknown command {c}", file=sys.stderr)
     return 2
