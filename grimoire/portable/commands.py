@@ -15,11 +15,15 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("backup", "restore", "export", "import")
+COMMANDS = ("mcp", "backup", "restore", "export", "import")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add this package's subcommands to the ``grimoire`` parser's subparsers."""
+    p = sub.add_parser("mcp", help="MCP server over stdio (tools: add_event, query, …)",
+                       description="Serve the Model Context Protocol over stdin/stdout, "
+                       "bridging every tool to the running daemon's socket.")
+    common(p)
     p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
                        description="Snapshot every store while the daemon runs; writes "
                        "DEST with a manifest of versions, row counts and sha256.")
@@ -67,6 +71,10 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
                       playbook=config.playbook_path))
         return 0
+    if c == "mcp":
+        from grimoire.mcp.server import serve
+
+        return serve(config)
     from grimoire.portable.session import run_on_store
 
     if c == "export":
