@@ -15,7 +15,7 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("mcp", "backup", "restore", "export", "import")
+COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -50,6 +50,16 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("bundle", help="bundle directory")
     p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
                    help="where the bundle comes from")
+    p = sub.add_parser("clade", help="publish to / pull from a shared Clade table",
+                       description="Exchange warnings and validated heuristics through one "
+                       "shared LanceDB table (clade.publish / clade.pull; through the daemon "
+                       "when one runs).")
+    clade_sub = p.add_subparsers(dest="clade_command", required=True, metavar="CLADE_COMMAND")
+    for name in ("publish", "pull"):
+        q = clade_sub.add_parser(name, help=f"clade.{name}", description=f"clade.{name}")
+        common(q)
+        q.add_argument("uri", help="the shared table's location (path or object-store URI)")
+        q.add_argument("--agent", help="this agent's name (default: the data directory's)")
 
 
 def _print(value: Any) -> None:
@@ -86,6 +96,12 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "import":
         _print(run_on_store(config, "import", {"bundle": args.bundle,
                                                "provenance": args.provenance}))
+        return 0
+    if c == "clade":
+        params = {"uri": args.uri}
+        if args.agent:
+            params["agent"] = args.agent
+        _print(run_on_store(config, f"clade.{args.clade_command}", params))
         return 0
     print(f"grimoire: unknown command {c}", file=sys.stderr)
     return 2
