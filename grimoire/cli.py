@@ -136,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = cfg_sub.add_parser("show", help="every setting with its value and help",
                               description="Print every setting, its value and its help.")
     _common(show)
+    # -- knowledge that outlives one process (grimoire/portable, grimoire/mcp) ------------
+    from grimoire.portable.commands import add_commands
+
+    add_commands(sub, _common)
+    # ---------------------------------------------------------------------------------------
     return parser
 
 
@@ -294,6 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        # -- knowledge that outlives one process (grimoire/portable, grimoire/mcp) --------
+        from grimoire.portable.commands import COMMANDS, run_command
+
+        if args.command in COMMANDS:
+            return run_command(args, _load)
+        # -----------------------------------------------------------------------------------
         if args.command == "config":
             config = _load(args)
             if args.json:

@@ -328,3 +328,15 @@ class Grimoire:
         from grimoire.service.heartbeat import run_tick
 
         return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)
+
+    # -- knowledge exchange (grimoire/portable) -------------------------------------------
+
+    def clade_publish(self, uri: str, agent: str | None = None) -> dict[str, Any]:
+        from grimoire.portable.clade import publish
+
+        return publish(self._ctx, uri, agent)
+
+    def clade_pull(self, uri: str, agent: str | None = None) -> dict[str, Any]:
+        from grimoire.portable.clade import pull
+
+        return pull(self._ctx, uri, agent)

@@ -73,6 +73,11 @@ METHODS: dict[str, MethodSpec] = {
                    "{query} or {id}", False),
         MethodSpec("playbook.get", "the compiled PLAYBOOK.md", "{}", False),
         MethodSpec("curator.run", "force a curator cycle now", "{}", True),
+        # Knowledge exchange (grimoire/portable/clade.py): one shared LanceDB table at a URI.
+        MethodSpec("clade.publish", "share warnings and validated heuristics to a Clade table",
+                   "{uri, agent?}", True),
+        MethodSpec("clade.pull", "import other agents' Clade items through the gate",
+                   "{uri, agent?}", True),
     ]
 }
 

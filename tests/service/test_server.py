@@ -100,6 +100,7 @@ MINIMAL_PARAMS: dict[str, dict[str, Any]] = {
                     "effect_id": "01a00000-0000-7000-8000-000000000001"},
     "causal.chain": {"id": "01a00000-0000-7000-8000-000000000000"},
     "playbook.get": {}, "curator.run": {},
+    "clade.publish": {"uri": ""}, "clade.pull": {"uri": ""},
 }
 
 

@@ -1,0 +1,150 @@
+"""The MCP server: one tool per agent need, each a thin bridge to the daemon's socket.
+
+Runs with ``grimoire mcp [--data DIR]``. Nothing but protocol goes to stdout:
+the SDK's stdio transport diverts fd 1 to stderr while it serves, and this
+module sends Grimoire's own log lines to stderr too. Every tool opens a socket
+connection per call (the daemon may restart under it); without a running
+daemon a tool answers a clear error that says to start one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from grimoire import __version__
+from grimoire.config import Config
+from grimoire.errors import GrimoireError
+from grimoire.mcp import tools
+
+__all__ = ["build_server", "serve", "socket_caller"]
+
+
+def socket_caller(socket: Path) -> tools.Call:
+    """One socket round trip per call; Grimoire's errors reach the model as tool errors."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def call(method: str, params: dict[str, Any]) -> Any:
+        from grimoire.service.client import Client
+
+        if not socket.exists():
+            raise ToolError(f"no Grimoire daemon is listening on {socket}: start one with "
+                            "`grimoire run` (the MCP server talks to it)")
+        try:
+            with Client(socket) as client:
+                return client.call(method, params)
+        except GrimoireError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        except OSError as exc:
+            raise ToolError(f"cannot reach the daemon at {socket}: {exc}") from None
+
+    return call
+
+
+def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad arguments found here (ValidationError) become tool errors the model can read."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except GrimoireError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+def build_server(call: tools.Call) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name="grimoire", version=__version__,
+                       instructions="Grimoire is this agent's long-term memory: record events "
+                       "with add_event, ask query before deciding, report_outcome afterwards.")
+
+    @server.tool(description="Record an event (the effect) in memory, optionally with its "
+                 "cause as text or as the id of an earlier event; the link is stored too.")
+    @_tool_errors
+    def add_event(effect: str, cause: str | None = None, cause_id: str | None = None,
+                  type: str = "observation", outcome: str | None = None) -> dict[str, Any]:
+        return tools.add_event(call, effect, cause, cause_id, type, outcome)
+
+    @server.tool(description="Ask memory about a situation: a narrative of what led here "
+                 "(causal chain, oldest first) and the most relevant knowledge.")
+    @_tool_errors
+    def query(question: str, k: int = 5) -> dict[str, Any]:
+        return tools.query_narrative(call, question, k)
+
+    @server.tool(description="Ranked memory items for a query, each with its score, factor "
+                 "breakdown and provenance; keep retrieval_id for report_outcome.")
+    @_tool_errors
+    def retrieve(query: str, k: int = 10, max_tokens: int | None = None,
+                 mode: str = "deciding") -> dict[str, Any]:
+        params: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        out: dict[str, Any] = call("retrieve", params)
+        return out
+
+    @server.tool(description="Tell memory how a decision taken after a retrieval turned out "
+                 "(positive, negative or neutral), and which items were followed.")
+    @_tool_errors
+    def report_outcome(retrieval_id: str, outcome: str, pnl: float | None = None,
+                       followed_ids: list[str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"retrieval_id": retrieval_id, "outcome": outcome}
+        if pnl is not None:
+            params["pnl"] = pnl
+        if followed_ids is not None:
+            params["followed_ids"] = followed_ids
+        out: dict[str, Any] = call("outcome.report", params)
+        return out
+
+    @server.tool(description="The compiled PLAYBOOK.md: heuristics and warnings learned so "
+                 "far, with their evidence.")
+    @_tool_errors
+    def playbook() -> str:
+        return str(call("playbook.get", {}).get("markdown", ""))
+
+    @server.tool(description="Why a knowledge entry is what it is: votes, decay, promotions "
+                 "and provenance of the entry with this id.")
+    @_tool_errors
+    def explain(id: str) -> dict[str, Any]:
+        out: dict[str, Any] = call("entry.explain", {"id": id})
+        return out
+
+    @server.tool(description="Assert a fact in the knowledge graph: subject (kind, id), "
+                 "predicate, object (text or {kind, id}), valid from a block.")
+    @_tool_errors
+    def kg_assert(subject_kind: str, subject_id: str, predicate: str,
+                  object: str | dict[str, str], valid_from: int,
+                  confidence: float | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"subject": {"kind": subject_kind, "id": subject_id},
+                                  "predicate": predicate, "object": object,
+                                  "valid_from": valid_from}
+        if confidence is not None:
+            params["confidence"] = confidence
+        out: dict[str, Any] = call("kg.assert", params)
+        return out
+
+    @server.tool(description="Facts about a subject in the knowledge graph, valid at a block "
+                 "or as known at a time (unix ms): give exactly one of the two.")
+    @_tool_errors
+    def kg_query(subject_kind: str, subject_id: str, block: int | None = None,
+                 known_at: int | None = None) -> Any:
+        return tools.kg_query(call, subject_kind, subject_id, block, known_at)
+
+    return server
+
+
+def serve(config: Config) -> int:
+    """Serve MCP over stdio until stdin closes; Grimoire's logs go to stderr."""
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    build_server(socket_caller(Path(config.socket))).run("stdio")
+    return 0

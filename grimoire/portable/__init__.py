@@ -1,0 +1,11 @@
+"""Knowledge that outlives one process: backup/restore, export/import bundles, the Clade.
+
+- ``backup`` / ``restore``: a consistent, verified snapshot of every store of a
+  data directory, taken while a daemon serves writes (``snapshot.py`` reads the
+  stores, ``manifest.py`` hashes and verifies).
+- ``bundle`` / ``transfer``: export knowledge as a versioned JSONL bundle and import
+  it through the admission gate at a provenance's discounted confidence.
+- ``clade``: publish to / pull from one shared LanceDB table at a URI.
+
+Depends on the facade's context, the stores and the gate; nothing below depends on it.
+"""

@@ -1,0 +1,215 @@
+"""Knowledge bundles: the on-disk format, ``export_bundle`` and ``read_bundle``.
+
+A bundle is a directory (format version 1)::
+
+    manifest.json    kind "grimoire-bundle", format_version, origin, counts, and the
+                     sha256 and size of every other file (written last)
+    entries.jsonl    one knowledge entry per line: category, content, confidence,
+                     provenance, decay class, tags, strategy, regime, bloodstain flag,
+                     evidence {validated, contradicted, episodes, status}, origin, hash
+    causal.jsonl     one causal link per line: cause / effect {kind, id, text}, kind,
+                     weight, lag_ms, evidence_count, relationship, hash
+    triples.jsonl    one active (open, current) knowledge-graph triple per line:
+                     subject, predicate, object, valid_from, confidence, evidence_count, hash
+    PLAYBOOK.md      the exporter's playbook, for the owner to read (never imported)
+
+``hash`` is the sha256 of the item's canonical JSON without the hash: the importer
+skips an item whose hash it has already imported, so importing twice adds nothing.
+``read_bundle`` verifies the manifest (every hash and size, no missing or extra
+file) and parses every line before returning, so a tampered or truncated bundle
+is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grimoire import __version__
+from grimoire.context import Context
+from grimoire.decay import effective_confidence
+from grimoire.errors import ValidationError
+from grimoire.portable.manifest import (
+    MANIFEST,
+    file_table,
+    fsync_tree,
+    read_manifest,
+    verify,
+    write_json_atomic,
+)
+from grimoire.records import Category, EntryStatus
+from grimoire.stores.semantic_types import EntryFilter
+
+__all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle"]
+
+FORMAT_VERSION = 1
+KIND = "grimoire-bundle"
+FILES = ("entries.jsonl", "causal.jsonl", "triples.jsonl")
+_EXPORTED = (Category.INSIGHT, Category.HEURISTIC, Category.WARNING, Category.CAUSAL_LINK,
+             Category.STRATEGY_FRAGMENT)
+_LIVE = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED)
+_FAR_BLOCK = (1 << 62)
+
+
+def item_hash(item: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in item.items() if k != "hash"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def _hashed(item: dict[str, Any]) -> dict[str, Any]:
+    item["hash"] = item_hash(item)
+    return item
+
+
+def entry_items(ctx: Context, min_confidence: float, origin: str,
+                categories: tuple[Category, ...] = _EXPORTED,
+                statuses: tuple[EntryStatus, ...] = _LIVE) -> Iterator[dict[str, Any]]:
+    now = ctx.now()
+    for e in ctx.semantic.list_entries(EntryFilter(categories=categories, statuses=statuses),
+                                       limit=None):
+        conf = effective_confidence(e, now, ctx.config.decay)
+        if conf < min_confidence:
+            continue
+        yield _hashed({
+            "category": e.category.value, "content": e.content,
+            "confidence": round(conf, 4), "provenance": e.provenance.value,
+            "decay_class": e.decay_class.value, "tags": list(e.tags), "strategy": e.strategy,
+            "regime": e.market_regime.value if e.market_regime else None,
+            "is_bloodstain": e.is_bloodstain,
+            "evidence": {"validated": e.validated_count, "contradicted": e.contradicted_count,
+                         "episodes": len(e.parent_episode_ids), "status": e.status.value},
+            "origin": e.source.golem_id if e.source.golem_id != "local" else origin,
+            "source_id": e.id,
+        })
+
+
+def _endpoint(ctx: Context, node_id: str) -> dict[str, Any] | None:
+    entry = ctx.semantic.get_entry(node_id)
+    if entry is not None:
+        return {"kind": "entry", "id": node_id, "text": entry.content}
+    episode = ctx.episodes.get(node_id)
+    if episode is not None:
+        return {"kind": "episode", "id": node_id, "text": episode.text}
+    return None
+
+
+def causal_items(ctx: Context) -> Iterator[dict[str, Any]]:
+    for edge in ctx.semantic.list_edges():
+        cause, effect = _endpoint(ctx, edge.cause_id), _endpoint(ctx, edge.effect_id)
+        if cause is None or effect is None:
+            continue
+        yield _hashed({"cause": cause, "effect": effect, "kind": str(edge.kind),
+                       "weight": edge.weight, "lag_ms": edge.lag_ms,
+                       "evidence_count": edge.evidence_count,
+                       "relationship": edge.relationship})
+
+
+def triple_items(ctx: Context) -> Iterator[dict[str, Any]]:
+    for t in ctx.graph.range_scan(0, _FAR_BLOCK):
+        if not t.is_open or t.superseded_at is not None:
+            continue
+        yield _hashed({"subject": t.subject.to_dict(), "predicate": t.predicate,
+                       "object": t.object.to_dict(), "valid_from": t.valid_from,
+                       "confidence": t.confidence, "evidence_count": t.evidence_count})
+
+
+def _write_jsonl(path: Path, items: Iterator[dict[str, Any]]) -> int:
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
+                  origin: str | None = None) -> dict[str, Any]:
+    """Write a bundle of ``ctx``'s knowledge to the new directory ``out``."""
+    started = time.perf_counter()
+    target = Path(out)
+    if not 0.0 <= min_confidence <= 1.0:
+        raise ValidationError("must be in [0, 1]", field="min_confidence")
+    if target.exists():
+        raise ValidationError(f"{target} already exists: choose a new bundle directory",
+                              field="out")
+    origin = origin or ctx.data_dir.resolve().name
+    partial = target.with_name(target.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True, mode=0o700)
+    try:
+        counts = {
+            "entries": _write_jsonl(partial / "entries.jsonl",
+                                    entry_items(ctx, min_confidence, origin)),
+            "causal": _write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
+            "triples": _write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
+        }
+        book = ctx.config.playbook_path
+        if book.exists():
+            shutil.copy2(book, partial / "PLAYBOOK.md")
+        fsync_tree(partial)
+        write_json_atomic(partial / MANIFEST, {
+            "kind": KIND, "format_version": FORMAT_VERSION, "grimoire_version": __version__,
+            "origin": origin, "created_at_ms": ctx.now(), "min_confidence": min_confidence,
+            "embedding_model": ctx.embedder.model_id, "counts": counts,
+            "files": file_table(partial),
+        })
+        os.replace(partial, target)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    seconds = time.perf_counter() - started
+    return {"out": str(target), "counts": counts, "origin": origin,
+            "seconds": round(seconds, 3)}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    origin: str
+    manifest: dict[str, Any]
+    entries: list[dict[str, Any]]
+    causal: list[dict[str, Any]]
+    triples: list[dict[str, Any]]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"{path.name} line {n} is not JSON: {exc}",
+                                  field="bundle") from None
+        if not isinstance(item, dict) or item.get("hash") != item_hash(item):
+            raise ValidationError(f"{path.name} line {n}: item hash does not match its "
+                                  "content, refused", field="bundle")
+        items.append(item)
+    return items
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Verify and parse a whole bundle; raises ValidationError before anything is used."""
+    root = Path(path)
+    manifest = read_manifest(root, KIND, FORMAT_VERSION)
+    missing = [name for name in FILES if name not in manifest["files"]]
+    if missing:
+        raise ValidationError(f"{root} manifest lacks {missing[0]}", field="bundle")
+    verify(root, manifest)
+    entries, causal, triples = (_read_jsonl(root / name) for name in FILES)
+    counts = manifest.get("counts", {})
+    got = {"entries": len(entries), "causal": len(causal), "triples": len(triples)}
+    if counts != got:
+        raise ValidationError(f"{root}: the manifest counts {counts} but the files hold {got}",
+                              field="bundle")
+    origin = manifest.get("origin")
+    if not isinstance(origin, str) or not origin:
+        raise ValidationError(f"{root}: manifest has no origin", field="bundle")
+    return Bundle(origin, manifest, entries, causal, triples)

@@ -1,0 +1,107 @@
+"""The CLI subcommands of this package: ``mcp``, ``backup``, ``restore``, ``export``, ``import``,
+``clade``. ``grimoire.cli`` registers them with ``add_commands`` and hands a parsed
+command to ``run_command``; the logic lives in the modules of this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from grimoire.config import Config
+
+__all__ = ["COMMANDS", "add_commands", "run_command"]
+
+COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade")
+
+
+def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add this package's subcommands to the ``grimoire`` parser's subparsers."""
+    p = sub.add_parser("mcp", help="MCP server over stdio (tools: add_event, query, …)",
+                       description="Serve the Model Context Protocol over stdin/stdout, "
+                       "bridging every tool to the running daemon's socket.")
+    common(p)
+    p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
+                       description="Snapshot every store while the daemon runs; writes "
+                       "DEST with a manifest of versions, row counts and sha256.")
+    common(p)
+    p.add_argument("dest", help="new directory for the backup")
+    p = sub.add_parser("restore", help="restore a verified backup into an empty directory",
+                       description="Verify SRC's manifest (refuses a mismatch or a partial "
+                       "copy), then copy it to DIR.")
+    p.add_argument("src", help="backup directory")
+    p.add_argument("dir", help="data directory to create (absent or empty)")
+    p.add_argument("--json", action="store_true", help="print raw JSON")
+    p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
+                       description="Export entries, causal links, active KG triples and "
+                       "PLAYBOOK.md as a versioned bundle directory (no daemon may hold DIR).")
+    common(p)
+    p.add_argument("out", help="new bundle directory")
+    p.add_argument("--min-confidence", type=float, default=None,
+                   help="entries below this confidence stay home (default 0.3)")
+    p = sub.add_parser("import", help="import a bundle through the admission gate",
+                       description="Import a bundle: every item through the admission gate "
+                       "at the provenance's discounted confidence; importing twice adds "
+                       "nothing; a tampered bundle is refused whole.")
+    common(p)
+    p.add_argument("bundle", help="bundle directory")
+    p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
+                   help="where the bundle comes from")
+    p = sub.add_parser("clade", help="publish to / pull from a shared Clade table",
+                       description="Exchange warnings and validated heuristics through one "
+                       "shared LanceDB table (clade.publish / clade.pull; through the daemon "
+                       "when one runs).")
+    clade_sub = p.add_subparsers(dest="clade_command", required=True, metavar="CLADE_COMMAND")
+    for name in ("publish", "pull"):
+        q = clade_sub.add_parser(name, help=f"clade.{name}", description=f"clade.{name}")
+        common(q)
+        q.add_argument("uri", help="the shared table's location (path or object-store URI)")
+        q.add_argument("--agent", help="this agent's name (default: the data directory's)")
+
+
+def _print(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], Config]) -> int:
+    """Run one of ``COMMANDS``; returns the exit code (errors propagate to ``cli.main``)."""
+    c = args.command
+    if c == "restore":
+        from grimoire.portable.backup import restore
+
+        _print(restore(args.src, args.dir))
+        return 0
+    config = load(args)
+    if c == "backup":
+        from grimoire.portable.backup import backup
+
+        _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
+                      playbook=config.playbook_path))
+        return 0
+    if c == "mcp":
+        from grimoire.mcp.server import serve
+
+        return serve(config)
+    from grimoire.portable.session import run_on_store
+
+    if c == "export":
+        params: dict[str, Any] = {"out": args.out}
+        if args.min_confidence is not None:
+            params["min_confidence"] = args.min_confidence
+        _print(run_on_store(config, "export", params))
+        return 0
+    if c == "import":
+        _print(run_on_store(config, "import", {"bundle": args.bundle,
+                                               "provenance": args.provenance}))
+        return 0
+    if c == "clade":
+        params = {"uri": args.uri}
+        if args.agent:
+            params["agent"] = args.agent
+        _print(run_on_store(config, f"clade.{args.clade_command}", params))
+        return 0
+    print(f"grimoire: unknown command {c}", file=sys.stderr)
+    return 2

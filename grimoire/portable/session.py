@@ -1,0 +1,65 @@
+"""Where a CLI command of this package runs: through the daemon's socket, or on the stores.
+
+``clade.publish`` / ``clade.pull`` are socket methods: with a daemon answering on
+the configured socket they run inside it. Export and import open the data
+directory themselves, which only works when no daemon holds it (its lock
+answers with a clear error naming the running daemon otherwise).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grimoire.config import Config
+
+__all__ = ["daemon_answers", "export_store", "import_bundle", "run_on_store"]
+
+
+def daemon_answers(config: Config) -> bool:
+    from grimoire.errors import GrimoireError
+    from grimoire.service.client import Client
+
+    if not Path(config.socket).exists():
+        return False
+    try:
+        with Client(config.socket) as client:
+            client.call("health", {})
+    except (GrimoireError, OSError):
+        return False
+    return True
+
+
+def export_store(ctx: Any, out: str, min_confidence: float = 0.3) -> dict[str, Any]:
+    from grimoire.portable.bundle import export_bundle
+
+    return export_bundle(ctx, out, min_confidence=min_confidence)
+
+
+def import_bundle(ctx: Any, bundle: str, provenance: str) -> dict[str, Any]:
+    """Verify the whole bundle, then import it (see ``transfer``)."""
+    from grimoire.portable.bundle import read_bundle
+    from grimoire.portable.transfer import import_items
+
+    b = read_bundle(bundle)
+    return import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
+                        provenance=provenance, origin=b.origin, source=str(bundle))
+
+
+def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run ``op`` (export, import, clade.publish, clade.pull) where it can run now."""
+    if op.startswith("clade.") and daemon_answers(config):
+        from grimoire.service.client import Client
+
+        with Client(config.socket) as client:
+            result: dict[str, Any] = client.call(op, params)
+        return result
+    from grimoire import Grimoire
+
+    with Grimoire.open(config=config) as g:
+        if op == "export":
+            return export_store(g.context, **params)
+        if op == "import":
+            return import_bundle(g.context, **params)
+        out: dict[str, Any] = getattr(g, op.replace(".", "_"))(**params)
+        return out

@@ -1,0 +1,171 @@
+"""``import``: knowledge from a bundle (or the Clade) into this Grimoire, on its terms.
+
+Every entry goes through the admission gate (``methods.entry.admit``, on the
+writer thread) as its provenance (``predecessor``, ``clade`` or ``lethe``), at
+the exporter's confidence times that provenance's weight
+(``decay.provenance_weight``); it enters as a candidate tagged ``inherited``,
+and the curator never promotes an outside heuristic before a local validation
+(``curator.lifecycle``), so it re-earns confidence only through local outcomes.
+Bloodstain flags are kept. Inherited causal edges start at weight
+``INHERITED_EDGE_WEIGHT`` (0.3, seed 004) with one piece of evidence; an
+endpoint that was an episode in the source store becomes an ``observation``
+episode here with ``ref`` ``inherited:<hash>``. Active triples are asserted at
+their confidence times the provenance weight.
+
+Idempotent: each item's content hash is recorded in the semantic store's meta
+table with the local id it became; an item already recorded is skipped. Each
+import emits one ``IngestResult`` event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from grimoire.context import Context
+from grimoire.errors import ValidationError
+from grimoire.methods.entry import Proposal, admit, proposal_from_params
+from grimoire.methods.episode import write_episodes
+from grimoire.methods.kg import kg_assert
+from grimoire.records import Provenance
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+
+__all__ = ["IMPORT_PROVENANCES", "INHERITED_EDGE_WEIGHT", "INHERITED_TAG", "import_items"]
+
+IMPORT_PROVENANCES = ("predecessor", "clade", "lethe")
+INHERITED_EDGE_WEIGHT = 0.3
+INHERITED_TAG = "inherited"
+_LEDGER = "portable.imported."
+
+
+def _seen(ctx: Context, item_hash: str) -> str | None:
+    value = ctx.semantic.get_meta(_LEDGER + item_hash)
+    return value if isinstance(value, str) else None
+
+
+def _proposal(item: dict[str, Any], provenance: str, weight: float, origin: str) -> Proposal:
+    conf = item.get("confidence")
+    if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
+        raise ValidationError("confidence must be a number in [0, 1]", field="confidence")
+    tags = [t for t in item.get("tags") or [] if t != INHERITED_TAG]
+    params = {
+        "category": item.get("category"), "content": item.get("content"),
+        "provenance": provenance, "confidence": round(float(conf) * weight, 4),
+        "decay_class": item.get("decay_class"),
+        "tags": [*tags, INHERITED_TAG, f"from:{item.get('origin') or origin}"],
+        "strategy": item.get("strategy"), "regime": item.get("regime"),
+        "source": {"golem_id": str(item.get("origin") or origin)},
+    }
+    proposal = proposal_from_params({k: v for k, v in params.items() if v is not None})
+    return dataclasses.replace(proposal, is_bloodstain=bool(item.get("is_bloodstain")))
+
+
+def _weight(ctx: Context, provenance: str) -> float:
+    if provenance not in IMPORT_PROVENANCES:
+        raise ValidationError(f"must be one of {', '.join(IMPORT_PROVENANCES)}",
+                              field="provenance")
+    return float(ctx.config.decay.provenance_weight[Provenance(provenance).value])
+
+
+def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
+                 causal: Sequence[dict[str, Any]] = (), triples: Sequence[dict[str, Any]] = (),
+                 provenance: str, origin: str, source: str) -> dict[str, Any]:
+    """Import already verified items; returns counts per outcome. See the module doc."""
+    weight = _weight(ctx, provenance)
+    # Validate everything before the first write: bad input leaves the store untouched.
+    proposals = []
+    for n, item in enumerate(entries):
+        try:
+            proposals.append((item, _proposal(item, provenance, weight, origin)))
+        except ValidationError as exc:
+            raise ValidationError(f"entry {n}: {exc}", field="bundle") from None
+    for n, link in enumerate(causal):
+        for end in ("cause", "effect"):
+            node = link.get(end)
+            if not isinstance(node, dict) or node.get("kind") not in ("entry", "episode") \
+                    or not isinstance(node.get("text"), str) or not node.get("id"):
+                raise ValidationError(f"causal {n}: {end} must be {{kind, id, text}}",
+                                      field="bundle")
+    for n, triple in enumerate(triples):
+        if not isinstance(triple.get("confidence", 1.0), int | float):
+            raise ValidationError(f"triple {n}: confidence must be a number", field="bundle")
+
+    counts = {"entries": {}, "causal": {"added": 0, "skipped": 0},
+              "triples": {"added": 0, "skipped": 0}}  # type: dict[str, dict[str, int]]
+    fresh = [(item, p) for item, p in proposals if _seen(ctx, item["hash"]) is None]
+    counts["entries"]["already_imported"] = len(proposals) - len(fresh)
+    vectors = ctx.embedder.embed([p.content for _, p in fresh]) if fresh else None
+    local_ids: dict[str, str] = {}
+
+    def admit_all() -> None:
+        for i, (item, p) in enumerate(fresh):
+            assert vectors is not None
+            result = admit(ctx, p, vectors[i])
+            decision = str(result["decision"])
+            counts["entries"][decision] = counts["entries"].get(decision, 0) + 1
+            ctx.semantic.set_meta(_LEDGER + item["hash"], result["id"] or "")
+            if result["id"]:
+                local_ids[str(item.get("source_id"))] = str(result["id"])
+
+    ctx.writer.call(admit_all)
+    for item, _ in proposals:  # items imported earlier still map to their local entry
+        known = _seen(ctx, item["hash"])
+        if known:
+            local_ids.setdefault(str(item.get("source_id")), known)
+
+    for link in causal:
+        if _seen(ctx, link["hash"]) is not None:
+            counts["causal"]["skipped"] += 1
+            continue
+        ends = [_local_node(ctx, link[end], local_ids) for end in ("cause", "effect")]
+        if ends[0] is None or ends[1] is None or ends[0] == ends[1]:
+            counts["causal"]["skipped"] += 1
+            continue
+        kind = str(link.get("kind")) if link.get("kind") in set(EdgeKind) else "explicit"
+        rel = link.get("relationship")
+        edge = CausalEdge(cause_id=ends[0], effect_id=ends[1], kind=EdgeKind(kind),
+                          weight=INHERITED_EDGE_WEIGHT,
+                          relationship=f"inherited ({provenance}: {origin})"
+                          + (f": {rel}" if rel else ""),
+                          lag_ms=link.get("lag_ms"), evidence_count=1)
+        _on_writer(ctx, _record_edge, ctx, edge, str(link["hash"]))
+        counts["causal"]["added"] += 1
+
+    for triple in triples:
+        if _seen(ctx, triple["hash"]) is not None:
+            counts["triples"]["skipped"] += 1
+            continue
+        got = kg_assert(ctx, {
+            "subject": triple["subject"], "predicate": triple["predicate"],
+            "object": triple["object"], "valid_from": triple["valid_from"],
+            "confidence": round(float(triple.get("confidence", 1.0)) * weight, 4)})
+        _on_writer(ctx, ctx.semantic.set_meta, _LEDGER + str(triple["hash"]),
+                   str(got.get("id", "")))
+        counts["triples"]["added"] += 1
+
+    summary = {"source": source, "provenance": provenance, "origin": origin,
+               "weight": weight, **counts}
+    ctx.events.emit("IngestResult", ctx.now(), source=source, stage="import",
+                    outcome=counts, provenance=provenance, origin=origin)
+    return summary
+
+
+def _on_writer(ctx: Context, fn: Any, *args: Any) -> None:
+    ctx.writer.call(lambda: fn(*args))
+
+
+def _record_edge(ctx: Context, edge: CausalEdge, item_hash: str) -> None:
+    ctx.semantic.upsert_edge(edge, now=ctx.now())
+    ctx.semantic.set_meta(_LEDGER + item_hash, f"{edge.cause_id}>{edge.effect_id}")
+
+
+def _local_node(ctx: Context, node: dict[str, Any], local_ids: dict[str, str]) -> str | None:
+    if node["kind"] == "entry":
+        return local_ids.get(str(node["id"]))
+    ref = "inherited:" + hashlib.sha256(node["text"].encode()).hexdigest()[:32]
+    found = ctx.episodes.get_by_ref(ref)
+    if found:
+        return found[0].id
+    return write_episodes(ctx, [{"text": node["text"], "type": "observation", "ref": ref}])[0]

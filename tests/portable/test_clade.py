@@ -1,0 +1,51 @@
+"""Two Grimoires exchange warnings and validated heuristics through one LanceDB table."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from grimoire import Grimoire
+from grimoire.embed import Embedder
+from grimoire.records import EntryStatus
+
+WARNING = "Avoid swaps when gas_gwei is above 80 because fees eat the whole gain"
+HEURISTIC = "When RSI is oversold and volume is declining, enter a small mean-reversion position"
+CANDIDATE = "When funding rates flip negative, close leveraged long positions within one hour"
+
+
+def test_two_agents_exchange_through_a_shared_table(tmp_path: Path,
+                                                    real_embedder: Embedder) -> None:
+    uri = str(tmp_path / "clade")
+    with Grimoire.open(tmp_path / "alpha", embedder=real_embedder) as a:
+        w = a.entry_add(category="warning", content=WARNING, confidence=0.9)["id"]
+        h = a.entry_add(category="heuristic", content=HEURISTIC, confidence=0.8)["id"]
+        a.entry_add(category="heuristic", content=CANDIDATE, confidence=0.8)  # not validated
+        sem = a.context.semantic
+        for eid, bloody in ((h, False), (w, True)):
+            entry = sem.get_entry(eid)
+            assert entry is not None
+            sem.update_entry(dataclasses.replace(entry, status=EntryStatus.ACTIVE,
+                                                 validated_count=3, is_bloodstain=bloody))
+        first = a.clade_publish(uri)
+        assert first["published"] == 2 and first["agent"] == "alpha"
+        assert a.clade_publish(uri)["published"] == 0  # publishing again adds nothing
+        assert a.clade_pull(uri)["foreign"] == 0  # never re-imports its own items
+    with Grimoire.open(tmp_path / "beta", embedder=real_embedder) as b:
+        got = b.clade_pull(uri)
+        assert got["foreign"] == 2 and got["entries"]["admitted"] == 2
+        entries = {e["content"]: e for e in b.entry_list(limit=100)["entries"]}
+        assert set(entries) == {WARNING, HEURISTIC}
+        assert all(e["provenance"] == "clade" and e["status"] == "candidate"
+                   for e in entries.values())
+        assert entries[WARNING]["is_bloodstain"] is True
+        assert entries[WARNING]["source"]["golem_id"] == "alpha"
+        assert entries[HEURISTIC]["confidence"] < 0.8  # discounted by the clade weight
+        assert b.clade_pull(uri)["entries"] == {"already_imported": 2}
+        # what beta pulled is never published back as beta's own
+        b.entry_add(category="warning", content="Never bridge funds while the sequencer is "
+                    "down because withdrawals stall for hours", confidence=0.9)
+        assert b.clade_publish(uri)["published"] == 1
+    with Grimoire.open(tmp_path / "alpha", embedder=real_embedder) as a:
+        back = a.clade_pull(uri)
+        assert back["foreign"] == 1 and back["entries"].get("admitted") == 1
