@@ -23,16 +23,18 @@ from typing import Any
 
 import pyarrow as pa
 
+from curator.lifecycle import LOCAL_PROVENANCE
 from grimoire.context import Context
 from grimoire.errors import StoreError, ValidationError
 from grimoire.portable.bundle import entry_items
 from grimoire.portable.transfer import import_items
-from grimoire.records import Category, EntryStatus, Provenance
+from grimoire.records import Category, EntryStatus
 
 __all__ = ["TABLE", "agent_name", "publish", "pull"]
 
 TABLE = "clade"
-_LOCAL = {Provenance.SELF_LEARNED.value, Provenance.REPLICANT.value}
+# This agent's own knowledge, learned or told here (one definition: curator.lifecycle).
+_LOCAL = {p.value for p in LOCAL_PROVENANCE}
 _SCHEMA = pa.schema([
     ("key", pa.string()), ("origin", pa.string()), ("content_hash", pa.string()),
     ("category", pa.string()), ("content", pa.string()), ("confidence", pa.float64()),
