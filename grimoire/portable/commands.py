@@ -69,6 +69,14 @@ def _print(value: Any) -> None:
 def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], Config]) -> int:
     """Run one of ``COMMANDS``; returns the exit code (errors propagate to ``cli.main``)."""
     c = args.command
+    # Opening stores logs through structlog, whose default prints to stdout: keep stdout
+    # for the command's JSON answer and send warnings and errors to stderr.
+    import logging
+
+    import structlog
+
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if c == "restore":
         from grimoire.portable.backup import restore
 
