@@ -84,8 +84,12 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         return 0
     config = load(args)
     if c == "backup":
+        import os
+
         from grimoire.portable.backup import backup
 
+        # A backup is background work beside a daemon that answers the agent: yield the CPU.
+        os.nice(10)
         _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
                       playbook=config.playbook_path))
         return 0
