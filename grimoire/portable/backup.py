@@ -6,7 +6,8 @@ never queues behind the daemon's writer thread:
 
 1. ``semantic.sqlite``: SQLite's online backup API through apsw (a consistent
    copy of committed pages while writers go on);
-2. ``graph.lmdb``: LMDB ``copy(compact=True)`` inside one read transaction;
+2. ``graph.lmdb``: LMDB ``copy`` inside one read transaction (not ``compact``: see
+   ``_lmdb_backup``);
 3. the episode journal (apsw online backup), **then** the LanceDB table at the
    version committed at that moment (``checkout(version)`` and a fresh table with
    the same schema and identity). Journal first: a row acknowledged before the
@@ -94,9 +95,17 @@ def _lmdb_backup(src: Path, dest: Path) -> dict[str, Any]:
     import lmdb
 
     dest.mkdir(mode=0o700)
-    env = lmdb.open(str(src), readonly=True, lock=True, subdir=True, max_dbs=32)
+    # A read-only environment must map at least the whole file (py-lmdb's 10 MiB default
+    # segfaults on a larger store); twice its size leaves room for the daemon's growth
+    # between this open and the copy's read transaction.
+    size = (src / "data.mdb").stat().st_size
+    env = lmdb.open(str(src), readonly=True, lock=True, subdir=True, max_dbs=32,
+                    map_size=max(2 * size, 1 << 30))
     try:
-        env.copy(str(dest), compact=True)
+        # compact=True (MDB_CP_COMPACT) segfaults on this store's layout with py-lmdb 3.0
+        # (reproduced with 2,000 triples, read-only or not): the plain copy is just as
+        # consistent (one read transaction), only not defragmented.
+        env.copy(str(dest), compact=False)
         entries = int(env.stat()["entries"])
     finally:
         env.close()

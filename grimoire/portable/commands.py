@@ -69,6 +69,14 @@ def _print(value: Any) -> None:
 def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], Config]) -> int:
     """Run one of ``COMMANDS``; returns the exit code (errors propagate to ``cli.main``)."""
     c = args.command
+    # Opening stores logs through structlog, whose default prints to stdout: keep stdout
+    # for the command's JSON answer and send warnings and errors to stderr.
+    import logging
+
+    import structlog
+
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if c == "restore":
         from grimoire.portable.backup import restore
 
@@ -76,8 +84,12 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         return 0
     config = load(args)
     if c == "backup":
+        import os
+
         from grimoire.portable.backup import backup
 
+        # A backup is background work beside a daemon that answers the agent: yield the CPU.
+        os.nice(10)
         _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
                       playbook=config.playbook_path))
         return 0

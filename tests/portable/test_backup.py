@@ -126,3 +126,19 @@ def test_restore_refuses_non_empty_target_and_backup_refuses_existing_dest(
     assert (tmp_path / "busy" / "x").read_text() == "keep me"
     with pytest.raises(ValidationError, match="already exists"):
         backup(tmp_path / "data", snapshot)
+
+
+def test_backup_of_a_graph_larger_than_lmdbs_default_map(tmp_path: Path) -> None:
+    """py-lmdb's read-only default map (10 MiB) and compact copy both crashed on this store."""
+    from grimoire.records.graph import Fact
+
+    with Grimoire.open(tmp_path / "data", embedder=HashEmbedder()) as g:
+        for lo in range(0, 3000, 1000):
+            g.context.graph.assert_many([
+                Fact(subject={"kind": "pool", "id": f"p{i}"}, predicate="deployed_by",
+                     object={"kind": "address_cluster", "id": f"d{i % 97}"}, valid_from=1 + i)
+                for i in range(lo, lo + 1000)])
+    backup(tmp_path / "data", tmp_path / "bk")
+    restore(tmp_path / "bk", tmp_path / "r")
+    with Grimoire.open(tmp_path / "r", embedder=HashEmbedder()) as g:
+        assert g.context.graph.count() == 3000

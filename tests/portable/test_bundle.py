@@ -71,6 +71,14 @@ def test_round_trip_at_discounted_confidence(bundle: Path, tmp_path: Path,
         # the heuristic is never promoted without a local validation
         g.curator_run()
         assert g.entry_get(h["id"])["status"] == "candidate"
+        # it re-earns standing only through local outcomes
+        decided = g.retrieve(query="RSI oversold with declining volume: enter?", k=5,
+                             kinds=["entry"], mode="deciding")
+        assert h["id"] in [item["id"] for item in decided["items"]]
+        g.outcome_report(retrieval_id=decided["retrieval_id"], outcome="positive",
+                         followed_ids=[h["id"]])
+        after = g.entry_get(h["id"])
+        assert after["validated_count"] == 1 and after["strength"] > h["strength"]
         # importing the same bundle again adds nothing
         before = (len(_entries(g)), len(g.context.semantic.list_edges()),
                   g.context.episodes.count(), g.context.graph.count())

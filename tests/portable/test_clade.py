@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from grimoire import Grimoire
 from grimoire.embed import Embedder
@@ -49,3 +56,51 @@ def test_two_agents_exchange_through_a_shared_table(tmp_path: Path,
     with Grimoire.open(tmp_path / "alpha", embedder=real_embedder) as a:
         back = a.clade_pull(uri)
         assert back["foreign"] == 1 and back["entries"].get("admitted") == 1
+
+
+@pytest.fixture
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An S3-compatible server process (moto's, from PyPI) on a loopback port, one bucket."""
+    pytest.importorskip("moto")
+    import boto3
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exe = Path(sys.executable).with_name("moto_server")
+    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "no S3 server"
+                time.sleep(0.1)
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test",
+                     aws_secret_access_key="test", region_name="us-east-1"
+                     ).create_bucket(Bucket="clade")
+        for key, value in {"AWS_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                           "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+                           "AWS_ALLOW_HTTP": "true"}.items():
+            monkeypatch.setenv(key, value)
+        yield "s3://clade/shared"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.mark.slow
+def test_exchange_through_an_s3_compatible_server(s3_server: str, tmp_path: Path,
+                                                  real_embedder: Embedder) -> None:
+    with Grimoire.open(tmp_path / "alpha", embedder=real_embedder) as a:
+        a.entry_add(category="warning", content=WARNING, confidence=0.9)
+        assert a.clade_publish(s3_server)["published"] == 1
+    with Grimoire.open(tmp_path / "beta", embedder=real_embedder) as b:
+        got = b.clade_pull(s3_server)
+        assert got["entries"]["admitted"] == 1
+        (entry,) = b.entry_list(limit=10)["entries"]
+        assert entry["content"] == WARNING and entry["provenance"] == "clade"
