@@ -96,7 +96,8 @@ def test_every_tool_through_the_sdk_client_over_stdio() -> None:
     assert out["retrieve"]["items"]
     assert "updated" in out["outcome"]
     def untimed(markdown: str) -> list[str]:
-        return [line for line in markdown.splitlines() if not line.startswith("generated_at")]
+        # The heartbeat may tick between the two reads: compare what the file lists.
+        return [line for line in markdown.splitlines() if line.startswith(("#", "- `"))]
 
     assert untimed(out["playbook"]) == untimed(book)
     assert entry["id"] in json.dumps(out["explain"])
