@@ -134,7 +134,7 @@ class Chroma:
         import chromadb
 
         self.client = chromadb.PersistentClient(path=str(root))
-        self.coll = self.client.create_collection("t", metadata={"hnsw:space": "cosine"},
+        self.coll = self.client.create_collection("memories", metadata={"hnsw:space": "cosine"},
                                                   embedding_function=None)
 
     def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
