@@ -41,8 +41,6 @@ _REGISTER_LOCK = threading.Lock()
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
 
 Vectors = npt.NDArray[np.float32]
-# See FastEmbedEmbedder._open_session.
-_DISABLED_OPTIMIZERS = ["ConstantFolding"]
 # Without an arena, a batch's activations (tens of MiB at 64 texts x 256 tokens) are
 # malloc'd and freed by onnxruntime's threads; glibc keeps what they free in per-thread
 # heaps, so RSS crept up with every large batch. Handing it back costs about a
@@ -223,10 +221,11 @@ class FastEmbedEmbedder:
           (MEASUREMENTS.md).
         - No CPU memory arena: it keeps a buffer per input shape it has seen; texts of
           varied lengths in batches grew a daemon by ~370 MiB with no speed gain.
-        - No constant folding: folding turns the int8 model's DequantizeLinear nodes into
-          float32 copies of the weights (the session took 96 MiB resident instead of 32).
-          The graph's other optimisations stay on; the vectors agree with the folded
-          session to ~1e-7 per component (float32 rounding; tests/test_embed.py).
+        - One session: fastembed loads lazily, so its own (arena-on) session is never
+          built beside this one (it was, and stayed resident in glibc's heap).
+        - Constant folding stays on although it turns the int8 weights into float32
+          copies (96 MiB resident against 32 without it): without it every call
+          dequantises every weight again, +48 ms CPU for a one-text query.
         Then the memory glibc kept from loading is handed back to the system.
         """
         import onnxruntime as ort
@@ -243,8 +242,7 @@ class FastEmbedEmbedder:
         options.enable_cpu_mem_arena = False
         path = Path(inner._model_dir) / inner.model_description.model_file
         inner.model = ort.InferenceSession(
-            str(path), sess_options=options, providers=["CPUExecutionProvider"],
-            disabled_optimizers=_DISABLED_OPTIMIZERS,
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
         )
         inner._ensure_tokenizer()
         release_free_memory()

@@ -87,10 +87,10 @@ def test_a_model_that_is_not_installed_is_refused_offline(tmp_path: Path) -> Non
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
 
 
-def test_lean_session_matches_the_constant_folded_one(real_embedder: FastEmbedEmbedder) -> None:
-    """The session runs without constant folding (weights stay int8 in memory, -64 MiB)
-    and without an arena; its vectors equal a default fully optimised session's to float32
-    rounding, through the same tokenizer and pooling."""
+def test_lean_session_matches_the_default_one(real_embedder: FastEmbedEmbedder) -> None:
+    """The session runs without an arena or spinning threads; its vectors equal a default
+    fully optimised session's (same tokenizer and pooling): the memory settings change
+    nothing in the output."""
     import onnxruntime as ort
 
     inner = real_embedder._model.model
@@ -107,5 +107,4 @@ def test_lean_session_matches_the_constant_folded_one(real_embedder: FastEmbedEm
     finally:
         inner.model = session
     assert session is not reference
-    assert np.abs(lean - folded).max() < 1e-5
-    assert np.allclose((lean * folded).sum(axis=1), 1.0, atol=1e-6)
+    assert np.abs(lean - folded).max() < 1e-6
