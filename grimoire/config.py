@@ -275,6 +275,9 @@ class EpisodesConfig:
     flush_ms: int = opt(1000, "LanceDB append batch: max age of buffered rows")
     compact_every_appends: int = opt(50, "compact the table after this many appends")
     cleanup_older_than_s: int = opt(60, "versions older than this are removed at compaction")
+    max_files: int = opt(
+        24, "compact and keep only the newest version as soon as the LanceDB table holds this "
+        "many data files or versions (counted at every flush: bounded whatever the clock speed)")
 
 
 @dataclass(frozen=True)

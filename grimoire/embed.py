@@ -32,6 +32,7 @@ __all__ = [
     "count_tokens",
     "embed_one",
     "make_embedder",
+    "release_free_memory",
 ]
 
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -40,6 +41,28 @@ _REGISTER_LOCK = threading.Lock()
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
 
 Vectors = npt.NDArray[np.float32]
+# Without an arena, a batch's activations (tens of MiB at 64 texts x 256 tokens) are
+# malloc'd and freed by onnxruntime's threads; glibc keeps what they free in per-thread
+# heaps, so RSS crept up with every large batch. Handing it back costs about a
+# millisecond, so it is done after batches, not after every single text.
+_TRIM_AFTER_TEXTS = 8
+_LIBC: Any = None
+
+
+def release_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``; no-op elsewhere)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            _LIBC = libc
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
 
 
 @runtime_checkable
@@ -144,12 +167,13 @@ class FastEmbedEmbedder:
             if model == BUNDLED_MODEL_ID and model_dir is None:
                 self._model = self._load_bundled(TextEmbedding)
             else:
-                self._model = TextEmbedding(model, specific_model_path=model_dir, threads=threads)
+                self._model = TextEmbedding(model, specific_model_path=model_dir, threads=threads,
+                                            lazy_load=True)
+            self._open_session()
         except EmbedderError:
             raise
         except Exception as exc:  # fastembed raises ValueError, OSError, onnxruntime errors
             raise EmbedderError(f"cannot load embedding model {model!r}: {exc}") from exc
-        self._disable_spinning()
         self._truncate_at(max_tokens)
         probe = self.embed(["probe"])
         if probe.shape != (1, dim):
@@ -175,7 +199,8 @@ class FastEmbedEmbedder:
                     dim=384,
                     model_file=str(onnx),
                 )
-        return text_embedding(name, specific_model_path=str(_MODEL_DIR), threads=self._threads)
+        return text_embedding(name, specific_model_path=str(_MODEL_DIR), threads=self._threads,
+                              lazy_load=True)
 
     def _truncate_at(self, max_tokens: int) -> None:
         """Truncate inputs at ``max_tokens`` (config ``embedding.max_tokens``): 256 for the
@@ -188,32 +213,39 @@ class FastEmbedEmbedder:
             raise EmbedderError(f"model {self.model_id!r} exposes no tokenizer to truncate")
         tokenizer.enable_truncation(max_length=max_tokens)
 
-    def _disable_spinning(self) -> None:
-        """Rebuild the ONNX session with thread spinning and the memory arena off.
+    def _open_session(self) -> None:
+        """Open the ONNX session with our options (fastembed loads lazily and exposes none).
 
-        onnxruntime's default spinning keeps both cores busy after each call, which
-        made a numpy search right after an embedding 2.3x slower (MEASUREMENTS.md).
-        fastembed does not expose the option, so the session is recreated here.
+        - Thread spinning off: onnxruntime's default spinning keeps both cores busy after
+          each call, which made a numpy search right after an embedding 2.3x slower
+          (MEASUREMENTS.md).
+        - No CPU memory arena: it keeps a buffer per input shape it has seen; texts of
+          varied lengths in batches grew a daemon by ~370 MiB with no speed gain.
+        - One session: fastembed loads lazily, so its own (arena-on) session is never
+          built beside this one (it was, and stayed resident in glibc's heap).
+        - Constant folding stays on although it turns the int8 weights into float32
+          copies (96 MiB resident against 32 without it): without it every call
+          dequantises every weight again, +48 ms CPU for a one-text query.
+        Then the memory glibc kept from loading is handed back to the system.
         """
         import onnxruntime as ort
 
         inner = getattr(self._model, "model", None)
-        session = getattr(inner, "model", None)
-        if inner is None or session is None or not hasattr(session, "_model_path"):
-            return
+        if inner is None or not hasattr(inner, "model_description"):
+            raise EmbedderError(f"model {self.model_id!r}: unexpected fastembed layout")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        # The CPU arena keeps a buffer per input shape it has seen; texts of varied lengths
-        # in batches grew a daemon by ~370 MiB (805 vs 447 MiB after 2k texts in batches of
-        # 100) with no measurable speed gain (scripts/bench_daemon.py).
         options.enable_cpu_mem_arena = False
+        path = Path(inner._model_dir) / inner.model_description.model_file
         inner.model = ort.InferenceSession(
-            session._model_path, sess_options=options, providers=["CPUExecutionProvider"]
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
         )
+        inner._ensure_tokenizer()
+        release_free_memory()
 
     def embed(self, texts: list[str]) -> Vectors:
         _check_texts(texts)
@@ -223,6 +255,8 @@ class FastEmbedEmbedder:
             rows = list(self._model.embed(texts, batch_size=self.batch_size))
         except Exception as exc:  # onnxruntime failures surface as generic exceptions
             raise EmbedderError(f"embedding failed: {exc}") from exc
+        if len(texts) >= _TRIM_AFTER_TEXTS:
+            release_free_memory()
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
     def count_tokens(self, text: str) -> int:

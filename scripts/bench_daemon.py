@@ -216,7 +216,8 @@ def main() -> None:
             ep = status["episodes"]
             rows.append((f"RSS after {ep['rows']} episodes", f"{rss:.0f} MiB",
                          f"peak {hwm:.0f} MiB; index {ep['index_bytes'] / 2**20:.0f} MiB, "
-                         f"disk {ep['disk_bytes'] / 2**20:.0f} MiB, {ep['fragments']} fragments"))
+                         f"disk {ep['disk_bytes'] / 2**20:.0f} MiB, {ep['fragments']} fragments, "
+                          f"{ep['data_files']} data files, {ep['versions']} versions"))
             t = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(120)

@@ -7,6 +7,7 @@ absolute times across runs. Nothing here asserts a timing.
 
     python scripts/bench_stores.py                 # 10k and 100k episodes, 2k and 20k entries
     python scripts/bench_stores.py --quick         # smaller sizes, fewer queries
+    python scripts/bench_stores.py --quick --compare 10000   # + Chroma / plain LanceDB
 """
 
 from __future__ import annotations
@@ -185,6 +186,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--embed", type=int, default=512, help="texts for embedder throughput")
     parser.add_argument("--quick", action="store_true", help="10k episodes, 2k entries, 50 q")
+    parser.add_argument("--compare", type=int, default=0, metavar="N",
+                        help="also run Grimoire beside plain LanceDB and Chroma (extra [bench]) "
+                        "at N memories with the same embedder (scripts/bench_compare.py)")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.entries, args.queries, args.embed = "10000", "2000", 50, 256
@@ -200,6 +204,11 @@ def main() -> None:
                                rng)
         for n in (int(x) for x in args.entries.split(",")):
             bench_entry_size(Path(tmp) / f"semantic-{n}.sqlite", n, args.queries, emb.dim, rng)
+    if args.compare:
+        from bench_compare import print_table, run
+
+        print()
+        print_table(args.compare, run(args.compare, min(args.queries, 100), 50))
 
 
 if __name__ == "__main__":

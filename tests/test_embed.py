@@ -85,3 +85,26 @@ def test_a_model_that_is_not_installed_is_refused_offline(tmp_path: Path) -> Non
     with pytest.raises(EmbedderError, match=re.escape("nomic-ai/nomic-embed-text-v1.5")):
         FastEmbedEmbedder("nomic-ai/nomic-embed-text-v1.5", model_dir=str(tmp_path), dim=768)
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_lean_session_matches_the_default_one(real_embedder: FastEmbedEmbedder) -> None:
+    """The session runs without an arena or spinning threads; its vectors equal a default
+    fully optimised session's (same tokenizer and pooling): the memory settings change
+    nothing in the output."""
+    import onnxruntime as ort
+
+    inner = real_embedder._model.model
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    reference = ort.InferenceSession(inner.model._model_path, sess_options=options,
+                                     providers=["CPUExecutionProvider"])
+    texts = ["gas spiked to 180 gwei during the bridge congestion",
+             "the swap reverted: slippage above 2% on the USDC/WETH pool " * 4, "ok"]
+    lean = real_embedder.embed(texts)
+    session, inner.model = inner.model, reference
+    try:
+        folded = real_embedder.embed(texts)
+    finally:
+        inner.model = session
+    assert session is not reference
+    assert np.abs(lean - folded).max() < 1e-6

@@ -7,7 +7,8 @@ the row format and validation, and ``episodes_recovery``, the open procedure):
 - ``episodes_journal``: apsw SQLite write-ahead journal (what makes ``append``
   durable: LanceDB never fsyncs);
 - ``episodes_lance``: the LanceDB table, written in batches, fsync'd after
-  every write, compacted on a schedule (one ``add()`` per row made a version
+  every write, compacted when its data files or versions reach ``max_files``
+  or every ``compact_every_appends`` flushes (one ``add()`` per row made a version
   and a fragment per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
 - ``episodes_index``: the in-memory read side (vector matrix, prefilter
   columns, rows), rebuilt from LanceDB on open;
@@ -103,6 +104,8 @@ class EpisodeStore:
                               "flush_ms >= 0")
         if config.cleanup_older_than_s < 0:
             raise ConfigError("episodes.cleanup_older_than_s must be >= 0")
+        if config.max_files < 2:
+            raise ConfigError("episodes.max_files must be >= 2")
         if dim < 1 or not model_id:
             raise ConfigError("embedding model id and a positive dim are required")
         started = time.perf_counter()
@@ -220,7 +223,8 @@ class EpisodeStore:
             self._flushes_since_compact += 1
             log.debug("episodes.flush", rows=count,
                       seconds=round(time.perf_counter() - started, 4))
-            if self._flushes_since_compact >= self._config.compact_every_appends:
+            if (self._flushes_since_compact >= self._config.compact_every_appends
+                    or self._too_many_files()):
                 try:
                     self._compact_locked()
                 except StoreError as exc:
@@ -235,8 +239,16 @@ class EpisodeStore:
             self._flush_locked()
             return self._compact_locked()
 
+    def _too_many_files(self) -> bool:
+        """Work-based trigger: data files or versions (counted by the last sync) at the cap."""
+        cap = self._config.max_files
+        return self._lance.data_files >= cap or self._lance.versions >= cap
+
     def _compact_locked(self) -> dict[str, Any]:
-        result = self._lance.compact(self._config.cleanup_older_than_s)
+        # Old versions go by count as well as by age: a writer faster than the clock
+        # (a simulated run, a burst) would otherwise keep every version of the last minute.
+        keep_s = 0 if self._too_many_files() else self._config.cleanup_older_than_s
+        result = self._lance.compact(keep_s)
         self._flushes_since_compact = 0
         self._last_compact = {**result, "at_ms": self._clock()}
         log.info("episodes.compact", **result)

@@ -11,6 +11,9 @@ depends on other processes, and it reports no error. The dataset holds a few
 dozen files between compactions; a stat walk plus fsync of the new ones costs
 about a millisecond per flush (bench: "flush" row).
 
+The store decides when to compact from the counts ``sync`` takes on every
+flush (data files, versions), so a fast or bursty writer cannot outrun it.
+
 Compaction is two LanceDB ``optimize`` calls with an fsync between them: the
 first compacts without removing anything, the second removes old versions.
 A single ``optimize(cleanup_older_than=…)`` would unlink the files of the old
@@ -58,6 +61,8 @@ class LanceEpisodes:
         self.root = directory / TABLE_DIR
         self.schema = row_schema(model_id=model_id, dim=dim)
         self._synced: dict[str, tuple[int, int, int]] = {}
+        self.data_files = 0  # counted by every sync(): what triggers work-based compaction
+        self.versions = 0
         try:
             import lancedb  # slow import (~1.5 s): only when a store is opened
 
@@ -107,9 +112,13 @@ class LanceEpisodes:
         dirty_dirs: set[str] = set()
         synced = 0
         seen: dict[str, tuple[int, int, int]] = {}
+        data_files = versions = 0
         try:
             for dirpath, _dirnames, filenames in os.walk(self.root):
+                kind = os.path.basename(dirpath)
                 for name in filenames:
+                    data_files += kind == "data"
+                    versions += kind == "_versions" and name.endswith(".manifest")
                     path = os.path.join(dirpath, name)
                     try:
                         st = os.stat(path)
@@ -126,16 +135,25 @@ class LanceEpisodes:
         except OSError as exc:
             raise StoreError(f"cannot fsync the episode table: {exc}") from exc
         self._synced = seen
+        self.data_files, self.versions = data_files, versions
         return synced
 
     def compact(self, cleanup_older_than_s: int) -> dict[str, Any]:
-        """Merge fragments, fsync, then remove versions older than ``cleanup_older_than_s``."""
+        """Merge fragments, fsync, then remove versions older than ``cleanup_older_than_s``.
+
+        ``0`` keeps only the newest version. That is safe here because nothing else
+        reads old versions: the store holds an exclusive lock on the directory, its
+        reads are served from memory, and the compacted files are fsync'd first.
+        """
         before = self.file_stats()
         started = time.perf_counter()
         try:
             self._table.optimize(cleanup_older_than=_KEEP_ALL)
             self.sync()
-            self._table.optimize(cleanup_older_than=timedelta(seconds=cleanup_older_than_s))
+            # At least 1 ms: lancedb warns on 0 (for concurrent readers, which this table
+            # has none of); the newest version is never removed either way.
+            keep = max(timedelta(seconds=cleanup_older_than_s), timedelta(milliseconds=1))
+            self._table.optimize(cleanup_older_than=keep)
         except _LANCE_ERRORS as exc:
             raise StoreError(f"episode table compaction failed: {exc}") from exc
         self.sync()

@@ -64,3 +64,32 @@ def test_ten_thousand_single_appends_stay_bounded(tmp_path: Path) -> None:
                            clock=clock) as store:
         assert store.count() == N
         np.testing.assert_allclose(store.vectors_for(["s-9999"])[0], vectors[9999], atol=1e-6)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # the store itself must not warn
+def test_file_cap_bounds_versions_whatever_the_clock(tmp_path: Path) -> None:
+    """A writer faster than the wall clock (the default 60 s version cleanup never
+    applies) still keeps data files and versions under ``max_files``: the cap is counted
+    at every flush, and every row stays readable after each compaction."""
+    config = EpisodesConfig(flush_rows=8, flush_ms=10**9, compact_every_appends=10**6,
+                            max_files=6)
+    clock = FrozenClock()
+    texts = [f"burst {i} gas {i % 7} gwei" for i in range(240)]
+    vectors = EMB.embed(texts)
+    worst = {"data_files": 0, "versions": 0}
+    with EpisodeStore.open(tmp_path, model_id=EMB.model_id, dim=DIM, config=config,
+                           clock=clock) as store:
+        for i in range(0, len(texts), 8):
+            eps = [Episode(id=f"b-{j}", text=texts[j], type=EpisodeType.OBSERVATION,
+                           timestamp=clock.advance(1)) for j in range(i, i + 8)]
+            store.append(eps, vectors[i:i + 8])
+            stats = store.stats()
+            for key in worst:
+                worst[key] = max(worst[key], stats[key])
+        assert store.stats()["last_compact"] is not None
+    assert worst["data_files"] <= config.max_files
+    assert worst["versions"] <= config.max_files
+    with EpisodeStore.open(tmp_path, model_id=EMB.model_id, dim=DIM, config=config,
+                           clock=clock) as store:
+        assert store.count() == len(texts)
+        assert [e.id for e in store.scan()] == [f"b-{j}" for j in range(len(texts))]

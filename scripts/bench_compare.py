@@ -1,0 +1,213 @@
+"""Side by side: Grimoire's episode store, plain LanceDB and Chroma, with one embedder.
+
+Every system gets the same texts, the same int8 MiniLM vectors and the same queries,
+in one process and one run, beside the numpy brute-force floor. Chroma is optional
+(``pip install -e '.[bench]'``); without it its column says so. Prints one table,
+asserts nothing. Run from ``scripts/bench_stores.py --compare`` or directly:
+
+    python scripts/bench_compare.py --n 10000 --queries 100
+
+What each row measures:
+- search p50 with the query embedding (one text embedded, then top-10), and without;
+- single write p50: embed one text and store it (Grimoire: durable, fsync'd; plain
+  LanceDB and Chroma never fsync, so their number is a lower bound for durability);
+- batched ingest: texts per second, embedding included, in batches of 64;
+- RSS (this process) after every system is loaded, for scale only: the systems share it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grimoire.clock import FrozenClock
+from grimoire.config import EpisodesConfig
+from grimoire.embed import FastEmbedEmbedder
+from grimoire.logs import configure_logging
+from grimoire.records import Episode, EpisodeType
+from grimoire.stores.episodes import EpisodeStore
+
+WORDS = ["gas", "swap", "pool", "liquidity", "slippage", "regime", "whale", "oracle", "vault",
+         "bridge", "fee", "price", "volume", "weth", "usdc", "dai", "arbitrum", "base",
+         "rebalance", "router", "spread", "funding"]
+K = 10
+
+
+def texts_for(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [f"memory {i}: " + " ".join(rng.choice(WORDS, 12)) for i in range(n)]
+
+
+def p50_ms(fn: Callable[[int], object], n: int) -> float:
+    samples = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples) * 1e3
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class NumpyFloor:
+    name = "numpy floor"
+
+    def __init__(self, root: Path) -> None:
+        self.vectors = np.zeros((0, 384), dtype=np.float32)
+
+    def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+        self.vectors = np.concatenate([self.vectors, vectors])
+
+    def search(self, vector: np.ndarray) -> object:
+        scores = self.vectors @ vector
+        return np.argpartition(-scores, K)[:K]
+
+
+class Grimoire:
+    name = "Grimoire"
+
+    def __init__(self, root: Path) -> None:
+        self.clock = FrozenClock()
+        self.store = EpisodeStore.open(root, model_id="bench", dim=384, config=EpisodesConfig(),
+                                       clock=self.clock)
+
+    def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+        eps = [Episode(id=i, text=t, type=EpisodeType.OBSERVATION,
+                       timestamp=self.clock.advance(1)) for i, t in zip(ids, texts, strict=True)]
+        self.store.append(eps, vectors)
+
+    def search(self, vector: np.ndarray) -> object:
+        return self.store.search(vector, K)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class LancePlain:
+    name = "LanceDB plain"
+
+    def __init__(self, root: Path) -> None:
+        import lancedb
+        import pyarrow as pa
+
+        self.pa = pa
+        self.db = lancedb.connect(str(root))
+        self.table: Any = None
+
+    def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+        pa = self.pa
+        data = pa.table({"id": ids, "text": texts,
+                         "vector": pa.FixedSizeListArray.from_arrays(
+                             pa.array(vectors.reshape(-1), pa.float32()), 384)})
+        if self.table is None:
+            self.table = self.db.create_table("t", data=data)
+        else:
+            self.table.add(data)
+
+    def search(self, vector: np.ndarray) -> object:
+        return self.table.search(vector).metric("cosine").limit(K).to_arrow()
+
+
+class Chroma:
+    name = "Chroma"
+
+    def __init__(self, root: Path) -> None:
+        import chromadb
+
+        self.client = chromadb.PersistentClient(path=str(root))
+        self.coll = self.client.create_collection("memories", metadata={"hnsw:space": "cosine"},
+                                                  embedding_function=None)
+
+    def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+        self.coll.add(ids=ids, documents=texts, embeddings=vectors)
+
+    def search(self, vector: np.ndarray) -> object:
+        return self.coll.query(query_embeddings=[vector], n_results=K)
+
+
+def measure(system: Any, emb: FastEmbedEmbedder, qtexts: list[str], qvecs: np.ndarray,
+            extra: list[str], writes: int) -> dict[str, str]:
+    queries = len(qtexts)
+    with_embed = p50_ms(lambda i: system.search(emb.embed([qtexts[i]])[0]), queries)
+    bare = p50_ms(lambda i: system.search(qvecs[i]), queries)
+    write = p50_ms(lambda i: system.add([f"w{i}"], [extra[i]], emb.embed([extra[i]])), writes)
+    t = time.perf_counter()
+    for b in range(4):
+        chunk = extra[writes + 64 * b: writes + 64 * (b + 1)]
+        system.add([f"b{b}-{j}" for j in range(64)], chunk, emb.embed(chunk))
+    rate = 256 / (time.perf_counter() - t)
+    return {"search+embed p50": f"{with_embed:.2f} ms", "search p50": f"{bare:.2f} ms",
+            "single write p50": f"{write:.2f} ms", "batched ingest": f"{rate:.0f}/s"}
+
+
+def run(n: int, queries: int, writes: int) -> list[tuple[str, dict[str, str]]]:
+    emb = FastEmbedEmbedder()
+    texts = texts_for(n, 1)
+    extra = texts_for(writes + 64 * 4, 2)
+    qtexts = texts_for(queries, 3)
+    started = time.perf_counter()
+    vectors = emb.embed(texts)
+    embed_rate = n / (time.perf_counter() - started)
+    qvecs = emb.embed(qtexts)
+    results: list[tuple[str, dict[str, str]]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="gcmp", dir="/tmp"))
+    try:
+        for cls in (NumpyFloor, Grimoire, LancePlain, Chroma):
+            try:
+                system: Any = cls(tmp / cls.__name__)
+            except ImportError:
+                results.append((cls.name, {"note": "not installed (pip install -e '.[bench]')"}))
+                continue
+            ids = [f"e{i}" for i in range(n)]
+            for s in range(0, n, 1000):
+                system.add(ids[s:s + 1000], texts[s:s + 1000], vectors[s:s + 1000])
+            results.append((cls.name, measure(system, emb, qtexts, qvecs, extra, writes)))
+            if hasattr(system, "close"):
+                system.close()
+        results.append(("raw embedder", {"batched ingest": f"{embed_rate:.0f}/s"}))
+        results.append(("process RSS", {"note": f"{rss_mib():.0f} MiB, all systems loaded"}))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def print_table(n: int, results: list[tuple[str, dict[str, str]]]) -> None:
+    cols = ["search+embed p50", "search p50", "single write p50", "batched ingest", "note"]
+    print(f"side by side at {n} memories, one embedder (int8 MiniLM), one process")
+    print(f"{'system':<14}" + "".join(f"{c:>18}" for c in cols[:-1]) + "  note")
+    for name, row in results:
+        print(f"{name:<14}" + "".join(f"{row.get(c, '-'):>18}" for c in cols[:-1])
+              + f"  {row.get('note', '')}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000, help="memories per system")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--writes", type=int, default=50)
+    args = ap.parse_args()
+    configure_logging("warning")
+    print_table(args.n, run(args.n, args.queries, args.writes))
+
+
+if __name__ == "__main__":
+    main()
