@@ -210,6 +210,28 @@ class CuratorConfig:
 class RetrievalConfig:
     candidates: int = opt(20, "top-k per backend before fusion")
     rrf_k: int = opt(60, "reciprocal rank fusion constant")
+    neighbour_context_chars: int = opt(
+        200, "an episode with a thread is embedded with at most this many characters of the "
+        "previous turn in its thread (0: its own text only); its stored text is unchanged")
+    fusion: str = opt(
+        "convex", "how the backends' lists are fused: 'convex' (a weighted sum of each "
+        "backend's min-max normalised scores, weights from retrieval.fusion_weights) or 'rrf' "
+        "(equal-weight reciprocal rank fusion, k = retrieval.rrf_k)")
+    fusion_weights: dict[str, float] = opt(
+        {"vector": 0.5, "bm25": 0.4, "graph": 0.1},
+        "convex fusion: weight of each backend's normalised score (see fusion_provenance)")
+    fusion_weights_entities: dict[str, float] = opt(
+        {"vector": 1 / 3, "bm25": 1 / 3, "graph": 1 / 3},
+        "convex fusion weights for a query that names its entities explicitly (the agent's "
+        "own pointer into the knowledge graph): equal shares, as RRF gave them; not fitted "
+        "(the public data names no entities)")
+    fusion_provenance: str = opt(
+        "fitted 2026-11-25 on LoCoMo dev's fit half only (conv-26, conv-41, conv-43; 480 "
+        "questions; checked on the other half) with `scripts/bench_recall.py --fit`: the "
+        "full pipeline's R@10 over a grid (vector 0.1-0.8, graph 0-0.2, bm25 the rest) is "
+        "flat at 0.64-0.656 for vector 0.3-0.6; best 0.5/0.4/0.1, R@10 0.656 (RRF 0.580, "
+        "BM25 alone 0.584)",
+        "where retrieval.fusion_weights come from (data, split, command)")
     weights: dict[str, float] = opt(
         {"rrf": 0.30, "confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime": 0.10},
         "rerank weights (learned online unless frozen)")

@@ -38,6 +38,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see bench_retrieval.py
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -190,7 +191,8 @@ def _retrieve(g: Grimoire, query: str, k: int) -> list[str]:
 
 
 def run_conversation(c: Conversation, config: Config, scores: Scores,
-                     latency: dict[str, list[float]], lat_n: int) -> dict[str, Any]:
+                     latency: dict[str, list[float]], lat_n: int,
+                     grid: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     end = max(t["timestamp"] for t in c.turns)
     clock = FrozenClock(end + 86_400_000)
     with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp, \
@@ -213,10 +215,17 @@ def run_conversation(c: Conversation, config: Config, scores: Scores,
             scores.add("rrf", q, ranked(rrf({"bm25": bm25, "dense": dense}, 60))[:DEPTH])
             scores.add("retrieve", q, _retrieve(g, q.text, DEPTH))
         query_s = time.perf_counter() - started
+        if grid is not None:
+            base = g.context.config
+            for key, changes in grid.items():
+                g.context.config = base.replace(**changes)
+                for q in c.questions:
+                    scores.add(key, q, _retrieve(g, q.text, DEPTH))
+            g.context.config = base
         timed: list[tuple[str, Callable[[], object]]] = []
         for q in c.questions[:lat_n]:
-            timed.append(("floor", lambda text=q.text: _floor(g, text)))
-            timed.append(("retrieve", lambda text=q.text: _retrieve(g, text, 10)))
+            timed.append(("floor", functools.partial(_floor, g, q.text)))
+            timed.append(("retrieve", functools.partial(_retrieve, g, q.text, 10)))
         for _, call in timed[:4]:
             call()  # warm-up
         for name, call in timed:
@@ -251,6 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("all", "fit", "check"), default="all")
     parser.add_argument("--latency", type=int, default=40,
                         help="questions per conversation timed for the p50 (0: none)")
+    parser.add_argument("--fit", action="store_true",
+                        help="grid-search retrieval.fusion_weights on the fit split (the "
+                             "full pipeline's R@10) and print the best")
+    parser.add_argument("--fusion", choices=("convex", "rrf"), default=None,
+                        help="override retrieval.fusion (an ablation)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="a dotted config override, e.g. "
+                             "retrieval.neighbour_context_chars=0 (an ablation)")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     path = args.data / FILE
@@ -259,6 +276,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(expected at <repo>/../shared/benchmarks/locomo-dev/)", file=sys.stderr)
         return 2
     convs = load(path)
+    grid: dict[str, dict[str, Any]] | None = None
+    if args.fit:
+        args.split = "fit"
+        grid = {f"v{v}g{gr}": {"retrieval.fusion": "convex", "retrieval.fusion_weights": {
+            "vector": v / 10, "bm25": 1 - v / 10 - gr / 10, "graph": gr / 10}}
+            for v in range(1, 9) for gr in (0, 1, 2) if v + gr < 10}
+    overrides = {key: json.loads(value) for key, value in
+                 (item.split("=", 1) for item in args.set)}
+    if args.fusion is not None:
+        overrides["retrieval.fusion"] = args.fusion
+    config = Config().replace(**overrides) if overrides else Config()
     if args.split != "all":
         convs = convs[0::2] if args.split == "fit" else convs[1::2]
     if args.limit:
@@ -267,13 +295,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     latency: dict[str, list[float]] = defaultdict(list)
     started = time.perf_counter()
     for c in convs:
-        info = run_conversation(c, Config(), scores, latency, args.latency)
+        info = run_conversation(c, config, scores, latency, args.latency, grid)
         print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
               f"dropped {c.dropped})", flush=True)
     print(f"\nLoCoMo dev, split={args.split}, {len(convs)} conversation(s), "
           f"{sum(len(c.questions) for c in convs)} questions, "
           f"{time.perf_counter() - started:.0f} s\n")
     print(table(scores))
+    if grid is not None:
+        best = max(grid, key=lambda key: float(np.mean(
+            [v[1] for vs in scores.rows[key].values() for v in vs])))
+        print(f"\nbest on the fit split (R@10): {best} {grid[best]}")
     if latency["floor"]:
         floor = statistics.median(latency["floor"])
         p50 = statistics.median(latency["retrieve"])

@@ -1,7 +1,8 @@
 """``retrieve``: the hybrid pipeline of SPEC §9 from the stores to the agent's context.
 
     embed query ─▶ candidates (vector, BM25, graph; top 20 per backend and kind)
-      ─▶ RRF (k=60) ─▶ anchored min-max ─▶ rerank (learned weights; + mood factor)
+      ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
+      ─▶ rerank (learned weights; + mood factor)
       ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
       ─▶ MMR (λ 0.7) + dedup ─▶ contrarian injection ─▶ token budget ─▶ log
 
@@ -28,9 +29,13 @@ injection (anti-rumination): the first non-browse retrieval with a mood
 after each ``contrarian_every_ticks`` boundary of ``ctx.tick`` forces in the
 best pooled item of opposite valence (as the last item).
 
-Relevance for the rerank is the fused RRF score min-max normalised with the
-minimum anchored at one backend's last place (``fusion.normalise_anchored``), so a
-small pool does not turn a one-rank difference into 0 vs 1.
+Fusion (``retrieval.fusion``): by default a convex combination of each backend's
+own scores, min-max normalised per list, weighted per backend
+(``retrieval.fusion_weights``, fitted on data: see ``retrieval.fusion_provenance``);
+relevance for the rerank is that sum divided by the pool's best. With ``"rrf"``, the
+fused RRF score min-max normalised with the minimum anchored at one backend's last
+place (``fusion.normalise_anchored``), so a small pool does not turn a one-rank
+difference into 0 vs 1.
 
 Reads run on the caller's thread (the keyword and graph backends in a small
 read pool, overlapping the query embedding); the only write (log +
@@ -53,8 +58,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grimoire.config import RetrievalConfig
 from grimoire.context import Context
 from grimoire.embed import Vectors, embed_one
+from grimoire.errors import ValidationError
 from grimoire.ids import new_id
 from grimoire.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.methods.causal import chain_for, chain_items
@@ -70,7 +77,7 @@ from grimoire.retrieval.decide import (
     replay_rank,
     should_retrieve,
 )
-from grimoire.retrieval.fusion import normalise_anchored, rrf_from_ranks
+from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import FACTORS, score_all
@@ -177,6 +184,9 @@ def _item(c: Candidate, rank: int, score: float, breakdown: Breakdown, text: str
                             "regime": c.regime, "strategy": c.strategy, "tokens": tokens}
     if c.ref is not None:
         item["ref"] = c.ref
+    for name in ("thread", "actor"):
+        if name in c.provenance:
+            item[name] = c.provenance[name]
     if c.category is not None:
         item["category"] = c.category
     if truncated:
@@ -240,21 +250,39 @@ def _gather(ctx: Context, run: _Run) -> None:
     run.lap("keyword_wait", started)
 
 
+def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
+    """The backends' lists fused into one relevance per pooled id (``retrieval.fusion``)."""
+    if cfg.fusion == "rrf":  # SPEC §9.2's equal-weight RRF
+        return rrf_from_ranks({i: run.ranks[i] for i in run.cands if i in run.ranks},
+                              cfg.rrf_k)
+    if cfg.fusion != "convex":
+        raise ValidationError(f"must be 'convex' or 'rrf', got {cfg.fusion!r}",
+                              field="retrieval.fusion")
+    lists = {name: ids for name, ids in run.pool.lists.items() if not name.startswith("_")}
+    weights = cfg.fusion_weights_entities if run.req.entities else cfg.fusion_weights
+    fused = convex(lists, run.pool.scores, weights, cfg.candidates)
+    return {i: fused[i] for i in run.cands if i in fused}
+
+
 def _rank(ctx: Context, run: _Run) -> None:
     """Candidates → RRF → rerank → replay → causal boost → MMR → contrarian."""
     cfg, req = ctx.config.retrieval, run.req
     started = time.perf_counter()
     run.cands = candidates(ctx, req, run.pool, run.t, run.kinds) if run.kinds else {}
     run.ranks = backend_ranks(run.pool)
-    fused = rrf_from_ranks({i: run.ranks[i] for i in run.cands if i in run.ranks},
-                           cfg.rrf_k)  # SPEC §9.2
+    fused = _fuse(cfg, run)
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
     started = run.lap("candidates", started)
     pooled = list(run.cands.values())
     run.weights = dict(learned_weights(ctx).weights)
-    rrf_norm = normalise_anchored(fused, (c.id for c in pooled), cfg.rrf_k, cfg.candidates)
+    if cfg.fusion == "rrf":
+        rrf_norm = normalise_anchored(fused, (c.id for c in pooled), cfg.rrf_k,
+                                      cfg.candidates)
+    else:
+        top = max((fused.get(c.id, 0.0) for c in pooled), default=0.0)
+        rrf_norm = {c.id: fused.get(c.id, 0.0) / top if top > 0.0 else 0.0 for c in pooled}
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
