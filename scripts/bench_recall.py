@@ -260,9 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("all", "fit", "check"), default="all")
     parser.add_argument("--latency", type=int, default=40,
                         help="questions per conversation timed for the p50 (0: none)")
-    parser.add_argument("--fit", action="store_true",
+    parser.add_argument("--fit", choices=("backends", "temporal"), default=None,
                         help="grid-search retrieval.fusion_weights on the fit split (the "
-                             "full pipeline's R@10) and print the best")
+                             "full pipeline's R@10) and print the best: the backends' "
+                             "shares, or the temporal list's weight beside the current ones")
     parser.add_argument("--fusion", choices=("convex", "rrf"), default=None,
                         help="override retrieval.fusion (an ablation)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
@@ -277,11 +278,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     convs = load(path)
     grid: dict[str, dict[str, Any]] | None = None
-    if args.fit:
+    if args.fit == "backends":
         args.split = "fit"
         grid = {f"v{v}g{gr}": {"retrieval.fusion": "convex", "retrieval.fusion_weights": {
-            "vector": v / 10, "bm25": 1 - v / 10 - gr / 10, "graph": gr / 10}}
+            "vector": v / 10, "bm25": 1 - v / 10 - gr / 10, "graph": gr / 10, "temporal": 0.0}}
             for v in range(1, 9) for gr in (0, 1, 2) if v + gr < 10}
+    elif args.fit == "temporal":
+        args.split = "fit"
+        current = Config().retrieval.fusion_weights
+        grid = {f"t{t}": {"retrieval.fusion_weights": {**current, "temporal": t / 4}}
+                for t in range(0, 7)}
     overrides = {key: json.loads(value) for key, value in
                  (item.split("=", 1) for item in args.set)}
     if args.fusion is not None:

@@ -68,6 +68,7 @@ from grimoire.methods.causal import chain_for, chain_items
 from grimoire.records import EntryStatus
 from grimoire.retrieval.budget import fit
 from grimoire.retrieval.candidates import Breakdown, Candidate
+from grimoire.retrieval.causal_additive import apply_additive, asks_why
 from grimoire.retrieval.causal_boost import AncestorVector
 from grimoire.retrieval.causal_boost import apply as apply_causal_boost
 from grimoire.retrieval.decide import (
@@ -83,18 +84,21 @@ from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import FACTORS, score_all
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
-from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates
+from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event
 from grimoire.retrieval.stages.region import region_for
 from grimoire.retrieval.stages.sources import (
     Pool,
     finish_keyword,
     start_keyword,
+    temporal_episodes,
     vector_entries,
     vector_episodes,
 )
 from grimoire.retrieval.stages.support import learned_weights, token_counter
 from grimoire.retrieval.stages.writes import submit
+from grimoire.retrieval.temporal import Window
+from grimoire.retrieval.temporal import resolve as resolve_time
 
 __all__ = ["retrieve"]
 
@@ -216,6 +220,7 @@ class _Run:
     contrarian: str | None = None
     weights: dict[str, float] = field(default_factory=dict)
     ms: dict[str, float] = field(default_factory=dict)
+    window: Window | None = None  # the query's time expression, resolved
 
     def lap(self, stage: str, since: float) -> float:
         """Record a stage's wall time (diagnostics in the trace, not logic)."""
@@ -243,11 +248,21 @@ def _gather(ctx: Context, run: _Run) -> None:
         run.k = run.decision.k
     if "episode" in run.kinds:
         vector_episodes(ctx, req, q, run.pool)
+        if ctx.config.retrieval.temporal:
+            run.window = resolve_time(req.query, run.t)
+            if run.window is not None:
+                temporal_episodes(ctx, req, q, run.pool, run.window)
     started = run.lap("vector_episodes", started)
     finish_keyword(keyword, run.pool, run.kinds)
     if run.pool.graph:
         _catch_up_mentions(ctx)
     run.lap("keyword_wait", started)
+
+
+def _start_vector(run: _Run) -> Vectors | None:
+    """The causal event's vector when it is pooled (it is, unless filtered out)."""
+    start = run.cands.get(run.start) if run.start else None
+    return None if start is None else start.vector
 
 
 def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
@@ -274,6 +289,9 @@ def _rank(ctx: Context, run: _Run) -> None:
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
+        if run.found and cfg.causal_fusion == "additive" and "episode" in run.kinds:
+            run.cands.update(witnesses(ctx, req, run.found, _start_vector(run), run.cands,
+                                       run.t))
     started = run.lap("candidates", started)
     pooled = list(run.cands.values())
     run.weights = dict(learned_weights(ctx).weights)
@@ -286,7 +304,15 @@ def _rank(ctx: Context, run: _Run) -> None:
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
-    run.scores, run.factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+    if cfg.causal_fusion == "additive":
+        scores, factors = apply_additive(scores, pooled, run.found, cfg, factors,
+                                         asks_why(req.query), _start_vector(run))
+        run.scores, run.factors = apply_causal_boost(scores, pooled, [], cfg, factors)
+    elif cfg.causal_fusion == "multiplicative":
+        run.scores, run.factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+    else:
+        raise ValidationError(f"must be 'additive' or 'multiplicative', got "
+                              f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
     run.chosen = mmr_select(pooled, run.scores, cfg.mmr_lambda, run.k, cfg.mmr_duplicate)
     run.contrarian = _contrarian(ctx, req, pooled, run.scores, run.chosen)
     if run.contrarian is not None:
@@ -326,7 +352,10 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
                                if not name.startswith("_")},
                   "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
                   "weights": run.weights, "graph": run.pool.graph,
-                  "contrarian": run.contrarian, "at": req.at, "ms": run.ms},
+                  "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
+                  "time_window": None if run.window is None else {
+                      "start": run.window.start, "end": run.window.end,
+                      "text": run.window.text}},
     }
     if region is not None:
         result["region"] = region

@@ -53,12 +53,14 @@ from grimoire.retrieval.stages.params import RetrieveRequest
 from grimoire.retrieval.stages.records import current_entries, episode_by_id
 from grimoire.retrieval.stages.support import record_time
 from grimoire.retrieval.stages.terms import selective_words
+from grimoire.retrieval.temporal import Window
 from grimoire.stores.episodes import EpisodeFilter
 from grimoire.stores.semantic_types import EntryFilter
 
 __all__ = [
     "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
-    "finish_keyword", "keyword_query", "start_keyword", "vector_entries", "vector_episodes",
+    "finish_keyword", "keyword_query", "start_keyword", "temporal_episodes", "vector_entries",
+    "vector_episodes",
 ]
 
 _READ_WORKERS = 3
@@ -291,6 +293,20 @@ def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -
                 if len(found) >= n:
                     break
     pool.add("vector.episode", [e for e, _ in found], [s for _, s in found])
+
+
+def temporal_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool,
+                      window: Window) -> None:
+    """Episodes inside the query's time window (``retrieval.temporal``), by cosine: the
+    ``temporal.episode`` list, fused like the other backends' lists."""
+    n = ctx.config.retrieval.candidates
+    until = window.end if req.at is None else min(window.end, req.at + 1)
+    if until <= window.start:
+        return
+    flt = EpisodeFilter(strategy=req.strategy, since_ms=window.start, until_ms=until)
+    found = [(e, s) for e, s in ctx.episodes.search(q, _fetch(req, n), flt)
+             if episode_ok(e, req)][:n]
+    pool.add("temporal.episode", [e for e, _ in found], [s for _, s in found])
 
 
 def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
