@@ -268,6 +268,11 @@ class RetrievalConfig:
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
+    auto_link_types: list[str] = opt(
+        ["action", "regime_shift", "clade_alert", "replicant_report", "coordination_intent",
+         "safety_incident"],
+        "episode types auto-linked to their likely predecessors on write (seed 000 links every "
+        "new event; an observation is a memory, not an event: add it to link those too)")
     auto_link_min_similarity: float = opt(
         0.3, "auto-link: a predecessor needs at least this cosine (0 = seed 000's ungated form, "
         "which links every event close in time whatever it says)")
