@@ -221,6 +221,32 @@ class CuratorConfig:
 class RetrievalConfig:
     candidates: int = opt(20, "top-k per backend before fusion", positive=True)
     rrf_k: int = opt(60, "reciprocal rank fusion constant")
+    neighbour_context_chars: int = opt(
+        200, "an episode with a thread is embedded with at most this many characters of the "
+        "previous turn in its thread (0: its own text only); its stored text is unchanged")
+    temporal: bool = opt(
+        True, "resolve a time expression in the query ('in May 2023', 'last week') against "
+        "episode timestamps and search that window as one more fused list (temporal.episode)")
+    fusion: str = opt(
+        "convex", "how the backends' lists are fused: 'convex' (a weighted sum of each "
+        "backend's min-max normalised scores, weights from retrieval.fusion_weights) or 'rrf' "
+        "(equal-weight reciprocal rank fusion, k = retrieval.rrf_k)")
+    fusion_weights: dict[str, float] = opt(
+        {"vector": 0.5, "bm25": 0.4, "graph": 0.1, "temporal": 0.25},
+        "convex fusion: weight of each backend's normalised score (see fusion_provenance)")
+    fusion_weights_entities: dict[str, float] = opt(
+        {"vector": 1 / 3, "bm25": 1 / 3, "graph": 1 / 3, "temporal": 1 / 3},
+        "convex fusion weights for a query that names its entities explicitly (the agent's "
+        "own pointer into the knowledge graph): equal shares, as RRF gave them; not fitted "
+        "(the public data names no entities)")
+    fusion_provenance: str = opt(
+        "fitted 2026-11-25 on LoCoMo dev's fit half only (conv-26, conv-41, conv-43; 480 "
+        "questions; checked on the other half) with `scripts/bench_recall.py --fit`: the "
+        "full pipeline's R@10 over a grid (vector 0.1-0.8, graph 0-0.2, bm25 the rest) is "
+        "flat at 0.64-0.656 for vector 0.3-0.6; best 0.5/0.4/0.1, R@10 0.656 (RRF 0.580, "
+        "BM25 alone 0.584); then the temporal list's weight, the others fixed, over "
+        "0-1.5 (`--fit temporal`, with neighbour context): 0.25, R@10 0.692 (0: 0.687)",
+        "where retrieval.fusion_weights come from (data, split, command)")
     weights: dict[str, float] = opt(
         {"rrf": 0.30, "confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime": 0.10},
         "rerank weights (learned online unless frozen)")
@@ -231,6 +257,19 @@ class RetrievalConfig:
     causal_max_depth: int = opt(4, "TCMF: backward BFS depth")
     causal_similarity: float = opt(0.45, "TCMF: ancestor similarity threshold")
     causal_lambda: float = opt(0.6, "TCMF: score x (1 + lambda x boost)")
+    causal_fusion: str = opt(
+        "additive", "how the causal stream joins the score: 'additive' (the witnesses of each "
+        "ancestor are pooled and score + causal_additive_lambda x boost; a 'why' query puts "
+        "the root cause first) or 'multiplicative' (seed 000's score x (1 + causal_lambda x "
+        "boost) on the pooled candidates only)")
+    causal_additive_lambda: float = opt(
+        1.0, "additive causal fusion: weight of the causal boost added to the score")
+    causal_witness_window_ms: int = opt(
+        43_200_000, "additive causal fusion: a witness of an ancestor was recorded within "
+        "this long of it (either side)")
+    causal_witness_similarity: float = opt(
+        0.3, "additive causal fusion: a witness is at least this close (cosine) to the "
+        "ancestor, and closer to it than to the event")
     bloodstain_boost: float = opt(1.2, "score multiplier for bloodstain entries")
     mmr_lambda: float = opt(0.7, "MMR relevance/diversity balance")
     mmr_top: int = opt(10, "MMR re-orders this many")
@@ -240,6 +279,11 @@ class RetrievalConfig:
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
+    auto_link_types: list[str] = opt(
+        ["action", "regime_shift", "clade_alert", "replicant_report", "coordination_intent",
+         "safety_incident"],
+        "episode types auto-linked to their likely predecessors on write (seed 000 links every "
+        "new event; an observation is a memory, not an event: add it to link those too)")
     auto_link_min_similarity: float = opt(
         0.3, "auto-link: a predecessor needs at least this cosine (0 = seed 000's ungated form, "
         "which links every event close in time whatever it says)")

@@ -9,8 +9,10 @@
   direct cause back to the root; the chain comes back oldest first with each
   link's relationship text, as structured data and as a one-line narrative.
 - ``link_new_episodes`` (post-write hook, writer thread): an episode written
-  with a ``causal_hint`` gets an explicit edge from the hinted item; a
-  ``regime_shift`` episode is auto-linked (seed 000 ``auto_link_predecessors``,
+  with a ``causal_hint`` gets an explicit edge from the hinted item; an episode of
+  an event type (``retrieval.auto_link_types``: every type but ``observation`` by
+  default — seed 000 links every new event, and an observation is a memory, not an
+  event) is auto-linked (seed 000 ``auto_link_predecessors``,
   ``retrieval.auto_link_*``) to the recent episodes close to it in time and
   meaning.
 
@@ -31,7 +33,6 @@ from grimoire.context import Context
 from grimoire.embed import embed_one
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.logs import get_logger
-from grimoire.records import EpisodeType
 from grimoire.retrieval.auto_link import Event, predecessors
 from grimoire.retrieval.chain import ChainLink, walk_to_root
 from grimoire.retrieval.render import narrative
@@ -207,15 +208,15 @@ def _auto_edges(ctx: Context, episode_id: str, timestamp: int, vector: np.ndarra
 
 
 def link_new_episodes(ctx: Context, episodes: Sequence[Any], vectors: np.ndarray) -> None:
-    """Post-write hook: causal_hint → explicit edge; a hinted episode or a regime_shift →
+    """Post-write hook: causal_hint → explicit edge; a hinted episode or an event type →
     auto-linked predecessors too (seed 000: a writer who names one cause marks an event
     with causes, and the others close in time and meaning are inferred)."""
     edges: list[CausalEdge] = []
     for row, episode in enumerate(episodes):
         hint = episode.causal_hint
-        if episode.type == EpisodeType.REGIME_SHIFT:
+        if episode.type.value in ctx.config.retrieval.auto_link_types:
             edges.extend(_auto_edges(ctx, episode.id, episode.timestamp, vectors[row],
-                                     "regime shift", skip=hint))
+                                     episode.type.value.replace("_", " "), skip=hint))
         elif hint:
             edges.extend(_auto_edges(ctx, episode.id, episode.timestamp, vectors[row],
                                      "event", skip=hint))

@@ -20,6 +20,7 @@ from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
+from grimoire.methods.thread_context import embedding_texts
 from grimoire.records import Episode, episode_from_params
 
 __all__ = ["MAX_BATCH", "FeedIngest", "count_for_distillation", "get_episode",
@@ -75,7 +76,7 @@ def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]], *,
 def _append_batch(ctx: Context, batches: Sequence[list[Episode]]) -> list[list[str]]:
     """Writer-thread handler: one embedding call and one durable append for every batch."""
     flat = [ep for batch in batches for ep in batch]
-    vectors = ctx.embedder.embed([ep.text for ep in flat])
+    vectors = ctx.embedder.embed(embedding_texts(ctx, flat))
     ctx.episodes.append(flat, vectors)
     ctx.events.emit("GrimoireWrite", ctx.now(), kind="episode", count=len(flat))
     for hook in ctx.post_write_hooks:

@@ -53,6 +53,8 @@ class Episode:
     metrics: Mapping[str, float] = field(default_factory=dict)
     prediction: Mapping[str, float] = field(default_factory=dict)
     causal_hint: str | None = None  # id of an episode the writer believes caused this one
+    thread: str | None = None  # the conversation, session or task it belongs to (API.md)
+    actor: str | None = None  # who spoke or acted
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, as returned over the socket."""
@@ -78,6 +80,8 @@ class Episode:
             "metrics": dict(self.metrics),
             "prediction": dict(self.prediction),
             "causal_hint": self.causal_hint,
+            "thread": self.thread,
+            "actor": self.actor,
         }
 
 
@@ -179,4 +183,6 @@ def episode_from_params(params: Mapping[str, Any], *, id: str, now_ms: int) -> E
         metrics=_number_map(params, "metrics"),
         prediction=_number_map(params, "prediction"),
         causal_hint=_opt_str(params, "causal_hint"),
+        thread=_opt_str(params, "thread"),
+        actor=_opt_str(params, "actor"),
     )

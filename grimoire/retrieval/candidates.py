@@ -161,7 +161,9 @@ def from_episode(
         gain=episode.gain,
         ref=episode.ref,
         provenance={"source": "episode", "ref": episode.ref, "type": episode.type.value,
-                    "tool": episode.tool, "parent_episode_ids": []},
+                    "tool": episode.tool, "parent_episode_ids": [],
+                    **{k: v for k, v in (("thread", episode.thread), ("actor", episode.actor))
+                       if v is not None}},
     )
 
 

@@ -2,8 +2,8 @@
 
 Owns: turning per-backend ranked id lists into one fused score per id, and
 the deterministic ordering every stage uses for ties (score descending, then
-id ascending). Must not look at vectors, confidence or anything else: fusion
-knows ranks only.
+id ascending). Must not look at vectors, confidence or anything else: RRF
+knows ranks only; :func:`convex` reads each backend's own scores.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from grimoire.errors import ValidationError
 from grimoire.retrieval.candidates import Candidate
 
-__all__ = ["normalise", "normalise_anchored", "ranked", "rrf", "rrf_from_candidates",
+__all__ = ["convex", "normalise", "normalise_anchored", "ranked", "rrf", "rrf_from_candidates",
            "rrf_from_ranks"]
 
 
@@ -111,3 +111,48 @@ def normalise_anchored(scores: Mapping[str, float], ids: Iterable[str], k: int, 
 def ranked(scores: Mapping[str, float]) -> list[str]:
     """Ids by score descending, ties broken by id ascending (deterministic)."""
     return sorted(scores, key=lambda item: (-scores[item], item))
+
+
+def convex(lists: Mapping[str, Sequence[str]], scores: Mapping[str, Mapping[str, float]],
+           weights: Mapping[str, float], depth: int = 0) -> dict[str, float]:
+    """Score-aware fusion: ``Σ over lists w_backend · norm(score)``, in [0, Σ w].
+
+    Why not RRF: equal-weight RRF gives the weaker backend the same vote as the
+    stronger one and throws away how far apart its scores are (a BM25 match on a rare
+    name and one on a common word both become "rank 1"). Here each list's scores are
+    min-max normalised within the list (its best 1, its last 0; an id absent from a list
+    gets 0 from it, the same as that list's last place), and the backend's weight says
+    how much it is trusted. A list shorter than ``depth`` (the backend found fewer than
+    it was asked for: a small store, few matching words) has no last place that stands
+    for "unrelated", so its floor is the score's natural zero instead: a two-item list of
+    near-equal scores stays near-tied rather than becoming 1 vs 0. A list is named
+    ``backend.kind`` (``vector.episode``); its
+    weight is ``weights[backend]`` (missing: 0). A list without scores (the graph
+    backend ranks only) is scored by rank: ``1 - (rank - 1) / len``. An id listed twice
+    by one list counts once, at its best score.
+    """
+    fused: dict[str, float] = {}
+    for name, ids in lists.items():
+        weight = float(weights.get(name.split(".", 1)[0], 0.0))
+        if weight < 0.0:
+            raise ValidationError(f"must be >= 0, got {weight}", field="fusion_weights")
+        if weight == 0.0 or not ids:
+            for item in ids:
+                fused.setdefault(item, 0.0)
+            continue
+        own = scores.get(name)
+        if own and all(item in own for item in ids):
+            values = [own[item] for item in ids]
+            high = max(values)
+            low = min(values) if len(ids) >= depth else min(0.0, high)
+            span = high - low
+            norm = {item: 1.0 if span <= 0.0 else max(0.0, own[item] - low) / span
+                    for item in ids}
+        else:
+            n = len(ids)
+            norm = {}
+            for position, item in enumerate(ids):
+                norm.setdefault(item, 1.0 - position / n)
+        for item, value in norm.items():
+            fused[item] = fused.get(item, 0.0) + weight * value
+    return fused

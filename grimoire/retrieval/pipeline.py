@@ -1,7 +1,8 @@
 """``retrieve``: the hybrid pipeline of SPEC §9 from the stores to the agent's context.
 
     embed query ─▶ candidates (vector, BM25, graph; top 20 per backend and kind)
-      ─▶ RRF (k=60) ─▶ anchored min-max ─▶ rerank (learned weights; + mood factor)
+      ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
+      ─▶ rerank (learned weights; + mood factor)
       ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
       ─▶ MMR (λ 0.7) + dedup ─▶ contrarian injection ─▶ token budget ─▶ log
 
@@ -28,9 +29,13 @@ injection (anti-rumination): the first non-browse retrieval with a mood
 after each ``contrarian_every_ticks`` boundary of ``ctx.tick`` forces in the
 best pooled item of opposite valence (as the last item).
 
-Relevance for the rerank is the fused RRF score min-max normalised with the
-minimum anchored at one backend's last place (``fusion.normalise_anchored``), so a
-small pool does not turn a one-rank difference into 0 vs 1.
+Fusion (``retrieval.fusion``): by default a convex combination of each backend's
+own scores, min-max normalised per list, weighted per backend
+(``retrieval.fusion_weights``, fitted on data: see ``retrieval.fusion_provenance``);
+relevance for the rerank is that sum divided by the pool's best. With ``"rrf"``, the
+fused RRF score min-max normalised with the minimum anchored at one backend's last
+place (``fusion.normalise_anchored``), so a small pool does not turn a one-rank
+difference into 0 vs 1.
 
 Reads run on the caller's thread (the keyword and graph backends in a small
 read pool, overlapping the query embedding); the only write (log +
@@ -54,14 +59,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grimoire.config import RetrievalConfig
 from grimoire.context import Context
 from grimoire.embed import Vectors, embed_one
+from grimoire.errors import ValidationError
 from grimoire.ids import new_id
 from grimoire.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.methods.causal import chain_for, chain_items
 from grimoire.records import EntryStatus
 from grimoire.retrieval.budget import fit
 from grimoire.retrieval.candidates import Breakdown, Candidate
+from grimoire.retrieval.causal_additive import apply_additive, asks_why
 from grimoire.retrieval.causal_boost import AncestorVector
 from grimoire.retrieval.causal_boost import apply as apply_causal_boost
 from grimoire.retrieval.decide import (
@@ -71,24 +79,27 @@ from grimoire.retrieval.decide import (
     replay_rank,
     should_retrieve,
 )
-from grimoire.retrieval.fusion import normalise_anchored, rrf_from_ranks
+from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import FACTORS, score_all
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
-from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates
+from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event
 from grimoire.retrieval.stages.region import region_for
 from grimoire.retrieval.stages.sources import (
     Pool,
     finish_keyword,
     start_keyword,
+    temporal_episodes,
     vector_entries,
     vector_episodes,
 )
 from grimoire.retrieval.stages.support import learned_weights, token_counter
 from grimoire.retrieval.stages.writes import submit
+from grimoire.retrieval.temporal import Window
+from grimoire.retrieval.temporal import resolve as resolve_time
 
 __all__ = ["retrieve"]
 
@@ -178,6 +189,9 @@ def _item(c: Candidate, rank: int, score: float, breakdown: Breakdown, text: str
                             "regime": c.regime, "strategy": c.strategy, "tokens": tokens}
     if c.ref is not None:
         item["ref"] = c.ref
+    for name in ("thread", "actor"):
+        if name in c.provenance:
+            item[name] = c.provenance[name]
     if c.category is not None:
         item["category"] = c.category
     if truncated:
@@ -208,6 +222,7 @@ class _Run:
     weights: dict[str, float] = field(default_factory=dict)
     ms: dict[str, float] = field(default_factory=dict)
     log_job: LogJob | None = None  # submitted once the total time is known
+    window: Window | None = None  # the query's time expression, resolved
 
     def lap(self, stage: str, since: float) -> float:
         """Record a stage's wall time (diagnostics in the trace, not logic)."""
@@ -235,11 +250,35 @@ def _gather(ctx: Context, run: _Run) -> None:
         run.k = run.decision.k
     if "episode" in run.kinds:
         vector_episodes(ctx, req, q, run.pool)
+        if ctx.config.retrieval.temporal:
+            run.window = resolve_time(req.query, run.t)
+            if run.window is not None:
+                temporal_episodes(ctx, req, q, run.pool, run.window)
     started = run.lap("vector_episodes", started)
     finish_keyword(keyword, run.pool, run.kinds)
     if run.pool.graph:
         _catch_up_mentions(ctx)
     run.lap("keyword_wait", started)
+
+
+def _start_vector(run: _Run) -> Vectors | None:
+    """The causal event's vector when it is pooled (it is, unless filtered out)."""
+    start = run.cands.get(run.start) if run.start else None
+    return None if start is None else start.vector
+
+
+def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
+    """The backends' lists fused into one relevance per pooled id (``retrieval.fusion``)."""
+    if cfg.fusion == "rrf":  # SPEC §9.2's equal-weight RRF
+        return rrf_from_ranks({i: run.ranks[i] for i in run.cands if i in run.ranks},
+                              cfg.rrf_k)
+    if cfg.fusion != "convex":
+        raise ValidationError(f"must be 'convex' or 'rrf', got {cfg.fusion!r}",
+                              field="retrieval.fusion")
+    lists = {name: ids for name, ids in run.pool.lists.items() if not name.startswith("_")}
+    weights = cfg.fusion_weights_entities if run.req.entities else cfg.fusion_weights
+    fused = convex(lists, run.pool.scores, weights, cfg.candidates)
+    return {i: fused[i] for i in run.cands if i in fused}
 
 
 def _rank(ctx: Context, run: _Run) -> None:
@@ -248,19 +287,34 @@ def _rank(ctx: Context, run: _Run) -> None:
     started = time.perf_counter()
     run.cands = candidates(ctx, req, run.pool, run.t, run.kinds) if run.kinds else {}
     run.ranks = backend_ranks(run.pool)
-    fused = rrf_from_ranks({i: run.ranks[i] for i in run.cands if i in run.ranks},
-                           cfg.rrf_k)  # SPEC §9.2
+    fused = _fuse(cfg, run)
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
+        if run.found and cfg.causal_fusion == "additive" and "episode" in run.kinds:
+            run.cands.update(witnesses(ctx, req, run.found, _start_vector(run), run.cands,
+                                       run.t))
     started = run.lap("candidates", started)
     pooled = list(run.cands.values())
     run.weights = dict(learned_weights(ctx).weights)
-    rrf_norm = normalise_anchored(fused, (c.id for c in pooled), cfg.rrf_k, cfg.candidates)
+    if cfg.fusion == "rrf":
+        rrf_norm = normalise_anchored(fused, (c.id for c in pooled), cfg.rrf_k,
+                                      cfg.candidates)
+    else:
+        top = max((fused.get(c.id, 0.0) for c in pooled), default=0.0)
+        rrf_norm = {c.id: fused.get(c.id, 0.0) / top if top > 0.0 else 0.0 for c in pooled}
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
-    run.scores, run.factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+    if cfg.causal_fusion == "additive":
+        scores, factors = apply_additive(scores, pooled, run.found, cfg, factors,
+                                         asks_why(req.query), _start_vector(run))
+        run.scores, run.factors = apply_causal_boost(scores, pooled, [], cfg, factors)
+    elif cfg.causal_fusion == "multiplicative":
+        run.scores, run.factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+    else:
+        raise ValidationError(f"must be 'additive' or 'multiplicative', got "
+                              f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
     run.chosen = mmr_select(pooled, run.scores, cfg.mmr_lambda, run.k, cfg.mmr_duplicate)
     run.contrarian = _contrarian(ctx, req, pooled, run.scores, run.chosen)
     if run.contrarian is not None:
@@ -300,7 +354,10 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
                                if not name.startswith("_")},
                   "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
                   "weights": run.weights, "graph": run.pool.graph,
-                  "contrarian": run.contrarian, "at": req.at, "ms": run.ms},
+                  "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
+                  "time_window": None if run.window is None else {
+                      "start": run.window.start, "end": run.window.end,
+                      "text": run.window.text}},
     }
     if region is not None:
         result["region"] = region

@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from grimoire.errors import StoreError
-from grimoire.stores.episodes_schema import check_identity, row_schema
+from grimoire.stores.episodes_schema import V2_FIELDS, check_identity, row_schema
 
 __all__ = ["TABLE_DIR", "TABLE_NAME", "LanceEpisodes"]
 
@@ -71,6 +71,7 @@ class LanceEpisodes:
                 self._table: Any = self._db.open_table(TABLE_NAME)
                 check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
                                where=str(self.root))
+                self._migrate()
                 self._check_columns()
             else:
                 self._table = self._db.create_table(TABLE_NAME, schema=self.schema)
@@ -84,6 +85,19 @@ class LanceEpisodes:
             _fsync_path(str(directory))
         except OSError as exc:
             raise StoreError(f"cannot fsync {directory}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        """Schema 1 → 2: add the ``thread`` and ``actor`` columns (null for every old row).
+
+        LanceDB adds columns in one new table version (atomic: a crash leaves the old
+        version). The table's metadata keeps saying version 1 (LanceDB cannot rewrite it);
+        the columns are what tells the versions apart, and an older Grimoire refuses the
+        migrated table in ``_check_columns`` with a clear message.
+        """
+        have = {f.name for f in self._table.schema}
+        missing = [f for f in V2_FIELDS if f.name not in have]
+        if missing and len(missing) == len(V2_FIELDS):
+            self._table.add_columns(missing)
 
     def _check_columns(self) -> None:
         found = {f.name: f.type for f in self._table.schema}

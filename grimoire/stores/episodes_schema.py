@@ -37,6 +37,7 @@ __all__ = [
     "META_DIM",
     "META_MODEL",
     "META_VERSION",
+    "V2_FIELDS",
     "check_identity",
     "check_k",
     "check_vectors",
@@ -48,7 +49,7 @@ __all__ = [
     "validate_episode",
 ]
 
-EPISODE_SCHEMA_VERSION = 1
+EPISODE_SCHEMA_VERSION = 2  # 2: the optional ``thread`` and ``actor`` columns (after ``vector``)
 META_VERSION = b"grimoire.schema_version"
 META_MODEL = b"grimoire.embedding_model"
 META_DIM = b"grimoire.embedding_dim"
@@ -84,7 +85,13 @@ _ROW_FIELDS: tuple[pa.Field, ...] = (
     pa.field("prediction", _NUMBER_MAP),
     pa.field("causal_hint", pa.string()),
 )
-ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in _ROW_FIELDS)
+# Added by schema version 2, after the vector column: a version-1 table gains them (all
+# null) with LanceDB's add_columns, which appends, so old and new tables have one order.
+V2_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("thread", pa.string()),
+    pa.field("actor", pa.string()),
+)
+ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in (*_ROW_FIELDS, *V2_FIELDS))
 _OPTIONAL_STR = ("ref", "tool", "chain", "token_pair", "strategy", "emotional_tag", "causal_hint")
 _OPTIONAL_INT = ("tick_id", "valid_from", "valid_until")
 
@@ -94,6 +101,7 @@ def row_schema(*, model_id: str, dim: int, with_vector: bool = True) -> pa.Schem
     fields = list(_ROW_FIELDS)
     if with_vector:
         fields.append(pa.field("vector", pa.list_(pa.float32(), dim), nullable=False))
+    fields.extend(V2_FIELDS)
     metadata = {
         META_VERSION: str(EPISODE_SCHEMA_VERSION).encode(),
         META_MODEL: model_id.encode(),
@@ -281,6 +289,8 @@ def _columns(episodes: Sequence[Episode], seqs: Sequence[int]) -> dict[str, list
         "metrics": [[(k, float(v)) for k, v in e.metrics.items()] for e in episodes],
         "prediction": [[(k, float(v)) for k, v in e.prediction.items()] for e in episodes],
         "causal_hint": [e.causal_hint for e in episodes],
+        "thread": [e.thread for e in episodes],
+        "actor": [e.actor for e in episodes],
     }
 
 
@@ -329,6 +339,8 @@ def _episode_from_row(row: Mapping[str, Any]) -> Episode:
         metrics={k: float(v) for k, v in row["metrics"] or ()},
         prediction={k: float(v) for k, v in row["prediction"] or ()},
         causal_hint=row["causal_hint"],
+        thread=row.get("thread"),  # absent from version-1 journal rows
+        actor=row.get("actor"),
     )
 
 

@@ -165,3 +165,17 @@ def test_regime_shift_is_auto_linked_to_recent_similar_episodes(
     assert causes[early].weight > causes[stale].weight
     assert 0.3 <= causes[stale].weight <= 1.0
     assert g.causal_chain(id=shift)["chain"][0]["id"] == early
+
+
+@pytest.mark.parametrize("kind", ["action", "safety_incident", "clade_alert"])
+def test_every_event_type_is_auto_linked(g: Grimoire, clock: FrozenClock, kind: str) -> None:
+    """Seed 000 links every new event, not only regime shifts; observations are memories
+    (not linked unless retrieval.auto_link_types says so)."""
+    cause = g.episode_write(text="eth oracle price lagging behind spot again")["id"]
+    clock.advance(MINUTE)
+    event = g.episode_write(text="eth oracle price lag caused a stale liquidation",
+                            type=kind)["id"]
+    assert cause in {e.cause_id for e in g.context.semantic.edges_to(event, [EdgeKind.AUTO])}
+    clock.advance(MINUTE)
+    note = g.episode_write(text="eth oracle price lag noted once more")["id"]
+    assert g.context.semantic.edges_to(note) == []

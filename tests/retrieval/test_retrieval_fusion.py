@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from grimoire.errors import ValidationError
 from grimoire.retrieval.fusion import (
+    convex,
     normalise,
     normalise_anchored,
     ranked,
@@ -135,3 +136,39 @@ def test_anchored_normalisation_keeps_a_full_pool_and_small_near_ties() -> None:
     assert normalise_anchored(last, [*last, "z"], k, depth) == {"x": 1.0, "y": 1.0, "z": 0.0}
     with pytest.raises(ValidationError, match="rrf_k"):
         normalise_anchored(small, small, -1, depth)
+
+
+def test_convex_keeps_the_score_gap_rrf_throws_away() -> None:
+    """BM25 finds ``a`` far ahead (a rare word) while the vector backend barely prefers
+    ``b``: equal-weight RRF ranks ``b`` first (two near-top ranks beat one first place),
+    the score-aware convex fusion ranks ``a`` first."""
+    lists = {"bm25.episode": ["a", "b", "c"], "vector.episode": ["b", "c", "a"]}
+    scores = {"bm25.episode": {"a": 9.0, "b": 1.1, "c": 1.0},
+              "vector.episode": {"b": 0.52, "c": 0.51, "a": 0.50}}
+    assert ranked(rrf(lists, k=60))[0] == "b"
+    fused = convex(lists, scores, {"bm25": 0.55, "vector": 0.45})
+    assert ranked(fused)[0] == "a"
+    assert fused["a"] == pytest.approx(0.55)
+
+
+def test_convex_weights_per_backend_and_rank_fallback() -> None:
+    """A backend at weight 0 adds nothing (its ids stay, at 0); a list without scores (the
+    graph backend) is scored by rank; weights say how far each backend is trusted."""
+    lists = {"vector.episode": ["a", "b"], "graph.episode": ["c", "a"]}
+    scores = {"vector.episode": {"a": 0.9, "b": 0.1}}
+    off = convex(lists, scores, {"vector": 1.0, "graph": 0.0})
+    assert off == {"a": 1.0, "b": 0.0, "c": 0.0}
+    on = convex(lists, scores, {"vector": 0.5, "graph": 0.5})
+    assert on["c"] == pytest.approx(0.5)  # graph rank 1 of 2
+    assert on["a"] == pytest.approx(0.5 + 0.25)  # vector best, graph rank 2 of 2
+    with pytest.raises(ValidationError):
+        convex(lists, scores, {"vector": -1.0})
+
+
+def test_convex_short_list_keeps_near_ties_near() -> None:
+    """A list shorter than the depth asked for is normalised from the score's zero: two
+    near-equal cosines stay near-equal (min-max would make them 1 and 0)."""
+    lists = {"vector.episode": ["a", "b"]}
+    scores = {"vector.episode": {"a": 0.50, "b": 0.49}}
+    assert convex(lists, scores, {"vector": 1.0}, depth=2)["b"] == 0.0
+    assert convex(lists, scores, {"vector": 1.0}, depth=20)["b"] == pytest.approx(0.98)

@@ -44,7 +44,11 @@ def _outage(g: Grimoire, clock: FrozenClock) -> tuple[str, str]:
 def test_root_cause_reaches_top_3_only_with_the_causal_boost(
         tmp_path: Path, lam: float) -> None:
     clock = FrozenClock()
-    with open_grimoire(tmp_path / "d", clock, **{"retrieval.causal_lambda": lam}) as g:
+    # seed 000's multiplicative form, whose lambda this is (the additive default has its
+    # own test: test_retrieval_causal_additive)
+    with open_grimoire(tmp_path / "d", clock, **{"retrieval.causal_lambda": lam,
+                                                 "retrieval.causal_fusion": "multiplicative"}
+                       ) as g:
         root, event = _outage(g, clock)
         result = g.retrieve(query="why did the swap revert out of gas?", k=5, event_id=event)
         ranked = ids(result)

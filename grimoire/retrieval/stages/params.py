@@ -25,7 +25,7 @@ MODES = ("deciding", "browse", "auto")
 FORMATS = ("items", "context")
 PARAMS = frozenset({
     "query", "k", "max_tokens", "kinds", "categories", "regime", "strategy", "min_confidence",
-    "event_id", "entities", "mood", "mode", "at", "format",
+    "event_id", "entities", "mood", "mode", "at", "format", "thread", "actor",
 })
 MAX_QUERY_CHARS = 8_000
 MAX_K = 100
@@ -48,6 +48,8 @@ class RetrieveRequest:
     mode: str = "deciding"
     at: int | None = None
     format: str = "items"
+    thread: str | None = None  # episodes of this thread only (entries have none: unaffected)
+    actor: str | None = None  # episodes by this actor only
 
 
 def _int(value: object, field: str, low: int, high: int) -> int:
@@ -115,6 +117,10 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
     if event_id is not None and (not isinstance(event_id, str) or not event_id
                                  or len(event_id) > 256):
         raise ValidationError("must be a non-empty id", field="event_id")
+    for name in ("thread", "actor"):
+        value = params.get(name)
+        if value is not None and (not isinstance(value, str) or not value or len(value) > 512):
+            raise ValidationError("must be a non-empty string of <= 512 chars", field=name)
     mood_raw = params.get("mood")
     at = params.get("at")
     if at is not None:
@@ -134,4 +140,6 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
         mode=_choice(params.get("mode", "deciding"), MODES, "mode"),
         at=at,
         format=_choice(params.get("format", "items"), FORMATS, "format"),
+        thread=params.get("thread"),
+        actor=params.get("actor"),
     )

@@ -19,18 +19,20 @@ Must not score, fuse or select.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from grimoire.context import Context
 from grimoire.decay import effective_confidence, half_life_ms
 from grimoire.records import Episode, GrimoireEntry
 from grimoire.retrieval.candidates import Candidate, Vector, from_entry, from_episode
+from grimoire.retrieval.causal_additive import witness_ids
 from grimoire.retrieval.causal_boost import Ancestor, AncestorVector, backward_bfs
 from grimoire.retrieval.stages.params import RetrieveRequest
 from grimoire.retrieval.stages.records import (
     BOOST_KINDS,
     MAX_CACHED,
     Node,
+    episode_by_id,
     node,
 )
 from grimoire.retrieval.stages.sources import Pool, entry_filter, entry_ok, episode_ok
@@ -171,3 +173,24 @@ def ancestors(ctx: Context, req: RetrieveRequest, start: str, cands: dict[str, C
         cands[ancestor.id] = candidate
         budget -= 1
     return out
+
+
+def witnesses(ctx: Context, req: RetrieveRequest, found: Sequence[AncestorVector],
+              start: Vector | None, cands: Mapping[str, Candidate], now: int,
+              ) -> dict[str, Candidate]:
+    """The episodes that witnessed the ancestors (``causal_additive.witness_ids``), as
+    candidates that pass the request's filters; none already pooled."""
+    ids, matrix = ctx.episodes.all_vectors()
+
+    def time_of(item_id: str) -> int | None:
+        episode = episode_by_id(ctx, item_id)
+        return None if episode is None else episode.timestamp
+
+    picked = witness_ids(ids, matrix, found, start, time_of, ctx.config.retrieval,
+                         set(cands))
+    pool = Pool()
+    for episode_id in picked:
+        episode = episode_by_id(ctx, episode_id)
+        if episode is not None and episode_ok(episode, req):
+            pool.add("_witness", [episode])
+    return candidates(ctx, req, pool, now, ("episode",)) if pool.episodes else {}

@@ -53,12 +53,14 @@ from grimoire.retrieval.stages.params import RetrieveRequest
 from grimoire.retrieval.stages.records import current_entries, episode_by_id
 from grimoire.retrieval.stages.support import record_time
 from grimoire.retrieval.stages.terms import selective_words
+from grimoire.retrieval.temporal import Window
 from grimoire.stores.episodes import EpisodeFilter
 from grimoire.stores.semantic_types import EntryFilter
 
 __all__ = [
     "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
-    "finish_keyword", "keyword_query", "start_keyword", "vector_entries", "vector_episodes",
+    "finish_keyword", "keyword_query", "start_keyword", "temporal_episodes", "vector_entries",
+    "vector_episodes",
 ]
 
 _READ_WORKERS = 3
@@ -83,8 +85,8 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 class Keyword:
     """The backends running in the read pool while the query is embedded."""
 
-    entries: Future[list[GrimoireEntry]] | None = None
-    episodes: Future[list[Episode]] | None = None
+    entries: Future[list[tuple[GrimoireEntry, float]]] | None = None
+    episodes: Future[list[tuple[Episode, float]]] | None = None
     graph: Future[tuple[dict[str, list[Episode | GrimoireEntry]], dict[str, Any]]] | None = None
 
 
@@ -98,9 +100,17 @@ class Pool:
     entry_similarity: list[tuple[GrimoireEntry, float]] = field(default_factory=list)
     graph: dict[str, Any] = field(default_factory=dict)
     injected: list[str] = field(default_factory=list)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # list → id → score
 
-    def add(self, backend: str, items: Sequence[Episode | GrimoireEntry]) -> None:
+    def add(self, backend: str, items: Sequence[Episode | GrimoireEntry],
+            scores: Sequence[float] | None = None) -> None:
+        """Append ``items`` to ``backend``'s list, with the backend's own scores if it has
+        them (higher is better; convex fusion normalises them per list)."""
         ids = self.lists.setdefault(backend, [])
+        if scores is not None:
+            own = self.scores.setdefault(backend, {})
+            for item, value in zip(items, scores, strict=True):
+                own.setdefault(item.id, float(value))
         for item in items:
             if isinstance(item, Episode):
                 self.episodes.setdefault(item.id, item)
@@ -150,6 +160,10 @@ def _sets(flt: EntryFilter) -> _FilterSets:
 def episode_ok(episode: Episode, req: RetrieveRequest) -> bool:
     if req.strategy is not None and episode.strategy != req.strategy:
         return False
+    if req.thread is not None and episode.thread != req.thread:
+        return False
+    if req.actor is not None and episode.actor != req.actor:
+        return False
     if req.at is None:
         return True
     return episode.timestamp <= req.at and record_time(episode.id, episode.timestamp) <= req.at
@@ -171,28 +185,35 @@ def _reads() -> ThreadPoolExecutor:
         return _READS
 
 
+_THREAD_FETCH = 10
+
+
 def _fetch(req: RetrieveRequest, n: int) -> int:
-    return 2 * n if req.at is not None else n  # "at" filters afterwards: over-fetch
+    # "at", "thread" and "actor" filter afterwards (the stores do not index them): over-fetch
+    if req.thread is not None or req.actor is not None:
+        return _THREAD_FETCH * n
+    return 2 * n if req.at is not None else n
 
 
 def _bm25_entries(ctx: Context, req: RetrieveRequest, words: list[str]
-                  ) -> list[GrimoireEntry]:
+                  ) -> list[tuple[GrimoireEntry, float]]:
     n = ctx.config.retrieval.candidates
     flt = entry_filter(req)
     query = selective_words(ctx, "entry", words)
     if not query:
         return []
-    return [e for e, _ in ctx.semantic.bm25(query, _fetch(req, n), flt)
+    return [(e, s) for e, s in ctx.semantic.bm25(query, _fetch(req, n), flt)
             if entry_ok(e, req, flt)][:n]
 
 
-def _bm25_episodes(ctx: Context, req: RetrieveRequest, words: list[str]) -> list[Episode]:
+def _bm25_episodes(ctx: Context, req: RetrieveRequest, words: list[str]
+                   ) -> list[tuple[Episode, float]]:
     n = ctx.config.retrieval.candidates
     query = selective_words(ctx, "episode", words)
     if not query:
         return []
     found = ctx.episodes.text_search(query, _fetch(req, n), episode_filter(req))
-    return [e for e, _ in found if episode_ok(e, req)][:n]
+    return [(e, s) for e, s in found if episode_ok(e, req)][:n]
 
 
 def _graph(ctx: Context, req: RetrieveRequest, keys: list[str], kinds: Sequence[str]
@@ -239,7 +260,7 @@ def vector_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) ->
     hits = [(current[i], sim) for i, _, sim in found
             if i in current and entry_ok(current[i], req, flt)][:n]
     pool.entry_similarity = hits
-    pool.add("vector.entry", [e for e, _ in hits])
+    pool.add("vector.entry", [e for e, _ in hits], [s for _, s in hits])
 
 
 def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
@@ -250,8 +271,8 @@ def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -
     n = ctx.config.retrieval.candidates
     flt = episode_filter(req)
     if flt is not None:
-        hits = [e for e, _ in ctx.episodes.search(q, _fetch(req, n), flt)
-                if episode_ok(e, req)][:n]
+        found = [(e, s) for e, s in ctx.episodes.search(q, _fetch(req, n), flt)
+                 if episode_ok(e, req)][:n]
     else:
         ids, matrix = ctx.episodes.all_vectors()
         if not ids:
@@ -260,8 +281,32 @@ def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -
         k = min(n, len(ids))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(k)
         top = top[np.lexsort((top, -scores[top]))]
-        hits = [e for p in top.tolist() if (e := episode_by_id(ctx, ids[p])) is not None]
-    pool.add("vector.episode", hits)
+        if req.thread is not None or req.actor is not None:
+            # thread/actor are not indexed: walk the whole order until n match (the dot
+            # product is already done; a sort of the scores is cheap next to it)
+            top = np.lexsort((np.arange(len(ids)), -scores))
+        found = []
+        for p in top.tolist():
+            e = episode_by_id(ctx, ids[p])
+            if e is not None and episode_ok(e, req):
+                found.append((e, float(scores[p])))
+                if len(found) >= n:
+                    break
+    pool.add("vector.episode", [e for e, _ in found], [s for _, s in found])
+
+
+def temporal_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool,
+                      window: Window) -> None:
+    """Episodes inside the query's time window (``retrieval.temporal``), by cosine: the
+    ``temporal.episode`` list, fused like the other backends' lists."""
+    n = ctx.config.retrieval.candidates
+    until = window.end if req.at is None else min(window.end, req.at + 1)
+    if until <= window.start:
+        return
+    flt = EpisodeFilter(strategy=req.strategy, since_ms=window.start, until_ms=until)
+    found = [(e, s) for e, s in ctx.episodes.search(q, _fetch(req, n), flt)
+             if episode_ok(e, req)][:n]
+    pool.add("temporal.episode", [e for e, _ in found], [s for _, s in found])
 
 
 def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
@@ -269,11 +314,11 @@ def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
     if keyword.entries is not None:
         found = keyword.entries.result()
         if "entry" in kinds:
-            pool.add("bm25.entry", found)
+            pool.add("bm25.entry", [e for e, _ in found], [s for _, s in found])
     if keyword.episodes is not None:
         episodes = keyword.episodes.result()
         if "episode" in kinds:
-            pool.add("bm25.episode", episodes)
+            pool.add("bm25.episode", [e for e, _ in episodes], [s for _, s in episodes])
     if keyword.graph is not None:
         ranked, trace = keyword.graph.result()
         pool.graph = trace

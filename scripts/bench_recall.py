@@ -1,0 +1,324 @@
+"""Conversational recall on LoCoMo's development half, through the public facade.
+
+    .venv/bin/python scripts/bench_recall.py                 # every conversation
+    .venv/bin/python scripts/bench_recall.py --limit 1       # one conversation, quick
+    .venv/bin/python scripts/bench_recall.py --split check   # the half the fusion was not fit on
+
+The data is read from ``<repo>/../shared/benchmarks/locomo-dev/locomo_dev.json`` (licensed
+for evaluation only: never copied into this repository); the script says so and exits 2
+when it is absent. The measure is the one the dataset's README defines: one episode per
+turn (``ref`` = its ``dia_id``, text ``"<speaker>: <text>"`` plus ``[image: <caption>]``
+when the turn shares an image, timestamped with its session's date, one second apart in
+turn order; the session is its ``thread``, the speaker its ``actor``), one query per
+question of categories 1-4 with at least one valid evidence id; recall@k is the fraction
+of the question's evidence among the top k, averaged over questions; hit@10 and MRR
+beside it. No LLM anywhere.
+
+Every conversation gets its own store, opened with ``Grimoire.open`` and the configured
+(real) embedder. Rows:
+
+- ``bm25``: the episode store's FTS5 search over the query's content words alone;
+- ``dense``: cosine over every stored vector alone (the query embedded by the same model);
+- ``rrf``: reciprocal rank fusion (k = 60) of those two lists;
+- ``retrieve``: the full pipeline, ``retrieve(kinds=["episode"], mode="browse")``.
+
+Latency: ``retrieve`` (k = 10, browse) p50 against the floor (query embedding plus a numpy
+dot product over the stored vectors with a top-20 selection), interleaved call by call over
+the same queries; the machine is shared, so read the ratio.
+
+Splits: the conversations are halved by position (``fit``: 1st, 3rd, 5th; ``check``: 2nd,
+4th). Anything fitted on data (the fusion weights) is fitted on ``fit`` only, and the
+``check`` rows are the honest ones.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see bench_retrieval.py
+
+import argparse
+import functools
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.config import Config
+from grimoire.embed import embed_one
+from grimoire.errors import ValidationError
+from grimoire.retrieval.fusion import ranked, rrf
+from grimoire.retrieval.stages.sources import keyword_query
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "locomo-dev"
+FILE = "locomo_dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 25)
+DEPTH = 25
+_ID = re.compile(r"D(\d+)\s*:+\s*(\d+)")
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[dict[str, Any]]  # episode params
+    questions: list[Question]
+    normalised: int = 0
+    dropped: int = 0
+
+
+@dataclass
+class Scores:
+    """Per row: per category, the list of (recall@k..., hit@10, reciprocal rank)."""
+
+    rows: dict[str, dict[int, list[tuple[float, ...]]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+
+    def add(self, row: str, q: Question, ranking: Sequence[str]) -> None:
+        found = [ref in q.evidence for ref in ranking]
+        recall = tuple(sum(found[:k]) / len(q.evidence) for k in KS)
+        hit10 = float(any(found[:10]))
+        rr = next((1.0 / (i + 1) for i, f in enumerate(found) if f), 0.0)
+        self.rows[row][q.category].append((*recall, hit10, rr))
+
+
+def _session_time(text: str) -> int:
+    parsed = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def load(path: Path) -> list[Conversation]:
+    samples = json.loads(path.read_text())
+    out = []
+    for sample in samples:
+        conv = sample["conversation"]
+        turns: list[dict[str, Any]] = []
+        sessions = sorted((int(m.group(1)), key) for key in conv
+                          if (m := re.fullmatch(r"session_(\d+)", key)))
+        for number, key in sessions:
+            date = conv.get(f"{key}_date_time")
+            if not date:
+                continue
+            start = _session_time(date)
+            for i, turn in enumerate(conv[key]):
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                turns.append({"text": text, "type": "observation", "ref": turn["dia_id"],
+                              "timestamp": start + 1000 * i, "thread": f"session_{number}",
+                              "actor": turn["speaker"]})
+        known = {t["ref"] for t in turns}
+        c = Conversation(sample["sample_id"], turns, [])
+        for qa in sample["qa"]:
+            if qa.get("category") not in CATEGORIES:
+                continue
+            evidence: set[str] = set()
+            for raw in qa.get("evidence", []):
+                ids = [f"D{a}:{b}" for a, b in _ID.findall(raw)]
+                if len(ids) != 1 or ids[0] != raw:
+                    c.normalised += 1
+                for ref in ids:
+                    if ref in known:
+                        evidence.add(ref)
+                    else:
+                        c.dropped += 1
+            if evidence:
+                c.questions.append(Question(qa["question"], qa["category"],
+                                            frozenset(evidence)))
+        out.append(c)
+    return out
+
+
+def _supports_fields(g: Grimoire) -> bool:
+    """Whether this build stores ``thread``/``actor`` (the BEFORE run predates them)."""
+    try:
+        g.episode_write(text="probe", thread="probe", actor="probe", timestamp=0)
+    except ValidationError:
+        return False
+    return True
+
+
+def _strip_fields(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.items() if k not in ("thread", "actor")} for t in turns]
+
+
+def _dense(g: Grimoire, q: np.ndarray, refs: dict[str, str], n: int) -> list[str]:
+    ids, matrix = g.context.episodes.all_vectors()
+    scores = matrix @ q
+    top = np.argsort(-scores, kind="stable")[:n]
+    return [refs[ids[i]] for i in top.tolist() if ids[i] in refs]
+
+
+def _bm25(g: Grimoire, query: str, refs: dict[str, str], n: int) -> list[str]:
+    words = keyword_query(query)
+    if not words:
+        return []
+    found = g.context.episodes.text_search(words, n)
+    return [refs[e.id] for e, _ in found if e.id in refs]
+
+
+def _floor(g: Grimoire, query: str) -> list[str]:
+    q = embed_one(g.context.embedder, query)
+    ids, matrix = g.context.episodes.all_vectors()
+    scores = matrix @ q
+    top = np.argpartition(-scores, 19)[:20]
+    return [ids[i] for i in top.tolist()]
+
+
+def _retrieve(g: Grimoire, query: str, k: int) -> list[str]:
+    out = g.retrieve(query=query, k=k, kinds=["episode"], mode="browse", max_tokens=100_000)
+    return [item.get("ref", "") for item in out["items"]]
+
+
+def run_conversation(c: Conversation, config: Config, scores: Scores,
+                     latency: dict[str, list[float]], lat_n: int,
+                     grid: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    end = max(t["timestamp"] for t in c.turns)
+    clock = FrozenClock(end + 86_400_000)
+    with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp, \
+            Grimoire.open(Path(tmp) / "data", config=config, clock=clock) as g:
+        fields = _supports_fields(g)
+        turns = c.turns if fields else _strip_fields(c.turns)
+        started = time.perf_counter()
+        ids: list[str] = []
+        for i in range(0, len(turns), 500):
+            ids += g.episode_write_batch(turns[i:i + 500])["ids"]
+        write_s = time.perf_counter() - started
+        refs = {episode_id: t["ref"] for episode_id, t in zip(ids, c.turns, strict=True)}
+        started = time.perf_counter()
+        for q in c.questions:
+            qv = embed_one(g.context.embedder, q.text)
+            dense = _dense(g, qv, refs, 2 * DEPTH)
+            bm25 = _bm25(g, q.text, refs, 2 * DEPTH)
+            scores.add("bm25", q, bm25[:DEPTH])
+            scores.add("dense", q, dense[:DEPTH])
+            scores.add("rrf", q, ranked(rrf({"bm25": bm25, "dense": dense}, 60))[:DEPTH])
+            scores.add("retrieve", q, _retrieve(g, q.text, DEPTH))
+        query_s = time.perf_counter() - started
+        if grid is not None:
+            base = g.context.config
+            for key, changes in grid.items():
+                g.context.config = base.replace(**changes)
+                for q in c.questions:
+                    scores.add(key, q, _retrieve(g, q.text, DEPTH))
+            g.context.config = base
+        timed: list[tuple[str, Callable[[], object]]] = []
+        for q in c.questions[:lat_n]:
+            timed.append(("floor", functools.partial(_floor, g, q.text)))
+            timed.append(("retrieve", functools.partial(_retrieve, g, q.text, 10)))
+        for _, call in timed[:4]:
+            call()  # warm-up
+        for name, call in timed:
+            t0 = time.perf_counter()
+            call()
+            latency[name].append((time.perf_counter() - t0) * 1000)
+        return {"episodes": len(c.turns), "questions": len(c.questions), "fields": fields,
+                "write_s": round(write_s, 1), "query_s": round(query_s, 1)}
+
+
+def table(scores: Scores) -> str:
+    lines = [f"{'row':<10} {'category':<12} {'n':>4} " + " ".join(f"R@{k:<4}" for k in KS)
+             + " hit@10  MRR"]
+    for row, by_cat in scores.rows.items():
+        cats = [*sorted(by_cat), 0]
+        for cat in cats:
+            values = (by_cat[cat] if cat else [v for vs in by_cat.values() for v in vs])
+            if not values:
+                continue
+            mean = np.mean(np.array(values), axis=0)
+            name = CATEGORIES.get(cat, "overall")
+            lines.append(f"{row:<10} {name:<12} {len(values):>4} "
+                         + " ".join(f"{m:.3f} " for m in mean[:len(KS)])
+                         + f" {mean[len(KS)]:.3f}  {mean[len(KS) + 1]:.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--limit", type=int, default=0, help="first N conversations only")
+    parser.add_argument("--split", choices=("all", "fit", "check"), default="all")
+    parser.add_argument("--latency", type=int, default=40,
+                        help="questions per conversation timed for the p50 (0: none)")
+    parser.add_argument("--fit", choices=("backends", "temporal"), default=None,
+                        help="grid-search retrieval.fusion_weights on the fit split (the "
+                             "full pipeline's R@10) and print the best: the backends' "
+                             "shares, or the temporal list's weight beside the current ones")
+    parser.add_argument("--fusion", choices=("convex", "rrf"), default=None,
+                        help="override retrieval.fusion (an ablation)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="a dotted config override, e.g. "
+                             "retrieval.neighbour_context_chars=0 (an ablation)")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    path = args.data / FILE
+    if not path.is_file():
+        print(f"bench_recall: the LoCoMo development half is absent: {path} not found "
+              f"(expected at <repo>/../shared/benchmarks/locomo-dev/)", file=sys.stderr)
+        return 2
+    convs = load(path)
+    grid: dict[str, dict[str, Any]] | None = None
+    if args.fit == "backends":
+        args.split = "fit"
+        grid = {f"v{v}g{gr}": {"retrieval.fusion": "convex", "retrieval.fusion_weights": {
+            "vector": v / 10, "bm25": 1 - v / 10 - gr / 10, "graph": gr / 10, "temporal": 0.0}}
+            for v in range(1, 9) for gr in (0, 1, 2) if v + gr < 10}
+    elif args.fit == "temporal":
+        args.split = "fit"
+        current = Config().retrieval.fusion_weights
+        grid = {f"t{t}": {"retrieval.fusion_weights": {**current, "temporal": t / 4}}
+                for t in range(0, 7)}
+    overrides = {key: json.loads(value) for key, value in
+                 (item.split("=", 1) for item in args.set)}
+    if args.fusion is not None:
+        overrides["retrieval.fusion"] = args.fusion
+    config = Config().replace(**overrides) if overrides else Config()
+    if args.split != "all":
+        convs = convs[0::2] if args.split == "fit" else convs[1::2]
+    if args.limit:
+        convs = convs[:args.limit]
+    scores = Scores()
+    latency: dict[str, list[float]] = defaultdict(list)
+    started = time.perf_counter()
+    for c in convs:
+        info = run_conversation(c, config, scores, latency, args.latency, grid)
+        print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
+              f"dropped {c.dropped})", flush=True)
+    print(f"\nLoCoMo dev, split={args.split}, {len(convs)} conversation(s), "
+          f"{sum(len(c.questions) for c in convs)} questions, "
+          f"{time.perf_counter() - started:.0f} s\n")
+    print(table(scores))
+    if grid is not None:
+        best = max(grid, key=lambda key: float(np.mean(
+            [v[1] for vs in scores.rows[key].values() for v in vs])))
+        print(f"\nbest on the fit split (R@10): {best} {grid[best]}")
+    if latency["floor"]:
+        floor = statistics.median(latency["floor"])
+        p50 = statistics.median(latency["retrieve"])
+        print(f"\nretrieve p50 {p50:.1f} ms, floor (embed + dot) p50 {floor:.1f} ms, "
+              f"ratio {p50 / floor:.2f} (n = {len(latency['floor'])} each)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Additive causal fusion: witnesses of the causes surface, and "why" puts the root first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grimoire.clock import FrozenClock
+from grimoire.retrieval.causal_additive import asks_why
+from tests.retrieval.retrieve_support import HOUR, ids, open_grimoire
+
+ROOT = "severe drought dried every reservoir near the valley"
+MIDDLE = "council imposed strict grain rationing for the valley"
+CRISIS = "food riots engulfed the valley market and shops were looted"
+WITNESS = "Bram watched the severe drought dry every reservoir, cracked and empty"
+LOUD = ("everyone talked about the food riots and the looted shops in the market",
+        "a letter described how food riots looted the market shops",
+        "the riots in the market, looted shops, food everywhere on the ground")
+
+
+def _run(tmp_path: Path, fusion: str) -> tuple[list[str], list[str], dict[str, str]]:
+    clock = FrozenClock()
+    t = clock.now - 10 * 24 * HOUR
+    with open_grimoire(tmp_path, clock, **{"retrieval.causal_fusion": fusion}) as g:
+        root = g.episode_write(text=ROOT, timestamp=t)["id"]
+        witness = g.episode_write(text=WITNESS, timestamp=t + HOUR)["id"]
+        middle = g.episode_write(text=MIDDLE, timestamp=t + 6 * HOUR)["id"]
+        crisis = g.episode_write(text=CRISIS, timestamp=t + 12 * HOUR)["id"]
+        for i, text in enumerate(LOUD):
+            g.episode_write(text=text, timestamp=t + 12 * HOUR + i)
+        for i in range(30):
+            g.episode_write(text=f"routine note {i} about the weather and the harvest",
+                            timestamp=t - (i + 1) * 24 * HOUR)
+        g.causal_link(cause_id=root, effect_id=middle, weight=1.0)
+        g.causal_link(cause_id=middle, effect_id=crisis, weight=1.0)
+        events = {root, middle, crisis}
+        plain = g.retrieve(query=CRISIS, event_id=crisis, kinds=["episode"], k=10,
+                           mode="browse")
+        memories = [i for i in ids(plain) if i not in events][:3]
+        why = g.retrieve(query=f"Why did this happen: {CRISIS}?", event_id=crisis,
+                         kinds=["episode"], k=10, mode="browse")
+        return memories, ids(why), {"root": root, "witness": witness}
+
+
+def test_the_witness_of_a_cause_surfaces_only_with_additive_fusion(tmp_path: Path) -> None:
+    memories, _, named = _run(tmp_path / "add", "additive")
+    assert named["witness"] in memories
+    memories, _, named = _run(tmp_path / "mul", "multiplicative")
+    assert named["witness"] not in memories
+
+
+def test_a_why_question_puts_the_root_cause_first(tmp_path: Path) -> None:
+    _, why, named = _run(tmp_path / "add", "additive")
+    assert why[0] == named["root"]
+    _, why, named = _run(tmp_path / "mul", "multiplicative")
+    assert why[0] != named["root"]
+
+
+def test_asks_why() -> None:
+    assert asks_why("Why did the riots start?")
+    assert asks_why("what caused the outage")
+    assert not asks_why("riots in the market")
