@@ -58,7 +58,13 @@ class DecayConfig:
     floor: float = opt(0.05, "effective confidence never falls below this")
     upvote: float = opt(0.10, "confidence added by an UPVOTE")
     downvote: float = opt(0.15, "confidence removed by a DOWNVOTE")
-    prediction_right: float = opt(0.05, "curator: confidence added for a validated prediction")
+    prediction_right: float = opt(
+        0.05, "curator: confidence added per validated prediction. Confidence follows "
+        "evidence: an entry starts at its provenance's prior (self-learned 0.5) and moves "
+        "only by the curator's verdicts on episodes never counted for it before (every "
+        "curator.validate_min_support of them one prediction); learners re-finding it, "
+        "merges and restatements move nothing; a derived rule starts from its parent's "
+        "confidence and counted episodes")
     prediction_wrong: float = opt(0.10, "curator: confidence removed for a wrong prediction")
     min_confidence: float = opt(0.05, "confidence clamp, lower bound")
     max_confidence: float = opt(0.99, "confidence clamp, upper bound")

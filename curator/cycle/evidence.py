@@ -69,32 +69,54 @@ __all__ = ["claim_category", "cross_reference_causal", "validate_predictions", "
 
 def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
                 votes: tuple[int, int] = (0, 0), consume: bool = False,
-                add_support: int = 0) -> Change:
-    """One entry's votes of this cycle, netted once with ``decay.net_votes``: the learners'
-    batched UPVOTEs / DOWNVOTEs (``votes``) and the curator's own verdict (right +0.05,
-    wrong −0.10). Each counts as a validation or contradiction; a net gain restarts the
-    decay clock (SPEC §4). ``add_support`` more episodes of evidence on the entry's claim."""
+                own_claim: bool = True) -> Change:
+    """One entry's evidence of this cycle (issue 11: one definition of evidence).
+
+    The verdict's episodes are recorded for the entry (``SemanticStore.record_evidence``);
+    only those never counted for it before are evidence: ✓ / ✗ grow by exactly that many
+    episodes, and confidence moves (right +0.05, wrong −0.10 per prediction, netted once
+    with ``decay.net_votes``) only when there is such new evidence. The learners' batched
+    UPVOTEs / DOWNVOTEs (``votes``) are re-findings of the same regularity on overlapping
+    windows: they are consumed and logged, never counted. With ``own_claim``, the claim's
+    numbers become the running totals over every episode it was judged on, so the
+    sentence PLAYBOOK.md shows always cites at least the episodes behind ✓ and ✗."""
     cfg = cy.ctx.config.decay
-    weight = verdict.predictions if verdict is not None else 0
-    right = weight if verdict is not None and verdict.right is True else 0
-    wrong = weight if verdict is not None and verdict.right is False else 0
-    ups, downs = votes
-    gain = ups * cfg.upvote + right * cfg.prediction_right > (
-        downs * cfg.downvote + wrong * cfg.prediction_wrong)
     now = cy.now
+    semantic = cy.ctx.semantic
+    decided = verdict is not None and verdict.right is not None
+    judged = verdict is not None and verdict.observed is not None and bool(verdict.episode_ids)
 
     def mutate(cur: GrimoireEntry) -> GrimoireEntry:
-        confidence = net_votes(cur.confidence, ups, downs, cfg, right=right, wrong=wrong)
+        assert verdict is not None or not (decided or judged)
+        new: list[str] = []
+        if verdict is not None and decided:
+            kind = "confirm" if verdict.right else "contradict"
+            new = semantic.record_evidence(cur.id, verdict.episode_ids, kind,
+                                           cycle=cy.number, now=now)
+        share = len(new) / max(1, len(set(verdict.episode_ids))) if verdict else 0.0
+        weight = round(verdict.predictions * share) if verdict is not None and new else 0
+        if new and weight == 0:
+            weight = 1
+        right = weight if decided and verdict is not None and verdict.right else 0
+        wrong = weight if decided and verdict is not None and verdict.right is False else 0
+        gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
+        claim = cur.claim
+        if own_claim and claim is not None and judged and verdict is not None:
+            fresh = len(new) if decided else len(verdict.episode_ids)
+            if fresh and verdict.observed is not None:
+                total = claim.support + fresh
+                effect = (claim.effect * claim.support + verdict.observed * fresh) / total
+                claim = dataclasses.replace(claim, effect=float(effect), support=total)
         return dataclasses.replace(
-            cur, confidence=confidence,
-            validated_count=cur.validated_count + ups + right,
-            contradicted_count=cur.contradicted_count + downs + wrong,
+            cur, confidence=net_votes(cur.confidence, 0, 0, cfg, right=right, wrong=wrong),
+            validated_count=cur.validated_count + (len(new) if right else 0),
+            contradicted_count=cur.contradicted_count + (len(new) if wrong else 0),
             last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
-            claim=cur.claim if cur.claim is None or not add_support else dataclasses.replace(
-                cur.claim, support=cur.claim.support + add_support))
+            claim=claim)
 
     detail = {**(verdict.to_dict() if verdict is not None else {}),
-              **({"upvotes": ups, "downvotes": downs} if ups or downs else {})}
+              **({"learner_upvotes_not_counted": votes[0],
+                  "learner_downvotes_not_counted": votes[1]} if votes != (0, 0) else {})}
     return Change(entry_id, op, mutate, why=why, detail=detail,
                   consume=votes if consume else None)
 
@@ -121,7 +143,8 @@ def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> st
                      f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
                      f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
     if votes != (0, 0):
-        parts.append(f"learners' votes since the last cycle: {votes[0]} up, {votes[1]} down")
+        parts.append(f"learners re-found it {votes[0] + votes[1]}x on overlapping windows "
+                     "(not evidence, not counted)")
     return "; ".join(parts)
 
 
@@ -167,7 +190,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         counts["downvotes"] += held[1]
         changes.append(vote_change(
             cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
-            why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
+            why=_why(verdict, via, held), votes=held, consume=entry_id in votes,
+            own_claim=via is None))
     apply_changes(cy, changes)
     reversed_list = list(reversed_claims.values())
     _record_change_points(cy, reversed_list)
@@ -314,13 +338,10 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         why = (f"{check.followed} of {check.occurrences} new occurrences of "
                f"{link.claim.condition.get('event')} were followed by "
                f"{link.claim.target.removeprefix('event:')}")
-        if verdict.right is None:
-            if check.followed:
-                changes.append(_support_change(link.id, check.followed, why))
-            continue
-        counts["right" if verdict.right else "wrong"] += 1
-        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why,
-                                   add_support=check.followed))
+        if verdict.right is not None:
+            counts["right" if verdict.right else "wrong"] += 1
+        # Undecided (too few occurrences to judge): the link's numbers still take them in.
+        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why))
     size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
     rows = list(edges.values())
     for start in range(0, len(rows), size):
@@ -328,13 +349,3 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
             _upsert_edges, cy.ctx, rows[start:start + size], cy.now))
     apply_changes(cy, changes)
     return counts
-
-
-def _support_change(entry_id: str, followed: int, why: str) -> Change:
-    def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
-        if cur.claim is None:
-            return None
-        return dataclasses.replace(cur, claim=dataclasses.replace(
-            cur.claim, support=cur.claim.support + followed))
-
-    return Change(entry_id, "causal_evidence", mutate, why=why)

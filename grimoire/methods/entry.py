@@ -19,7 +19,7 @@ import numpy as np
 import structlog
 
 from grimoire.context import Context
-from grimoire.decay import apply_vote, default_decay_class, effective_confidence
+from grimoire.decay import default_decay_class, effective_confidence
 from grimoire.decay import initial_confidence as provenance_confidence
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
@@ -175,9 +175,10 @@ def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
     if target is None:
         raise NotFoundError(f"merge target {target_id} vanished")
     parents = tuple(dict.fromkeys(target.parent_episode_ids + p.parent_episode_ids))[-200:]
+    # A restatement is not evidence (issue 11): the merge keeps its episodes as provenance
+    # but moves neither confidence nor ✓; only newly counted episodes do (curator cycle).
     ctx.semantic.update_entry(dataclasses.replace(
-        target, confidence=apply_vote(target.confidence, "up", ctx.config.decay),
-        validated_count=target.validated_count + 1, parent_episode_ids=parents, updated_at=now))
+        target, parent_episode_ids=parents, updated_at=now))
 
 
 def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,

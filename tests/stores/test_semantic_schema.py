@@ -152,10 +152,27 @@ def test_a_version_2_store_keeps_its_admission_log_through_migration_3(
                                 candidate="x", reasons="not a list")  # type: ignore[arg-type]
         new, _ = store.list_admissions()
         assert new.off_topic and new.reasons == ("off-topic: nearest entry at cosine 0.12 < 0.5",)
-    assert _user_version(path) == semantic_schema.SCHEMA_VERSION == 3
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION
 
 
 def test_open_rejects_a_nonsense_dimension(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="dim"):
         open_store(tmp_path / "s.sqlite", dim=0)
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_version_3_store_gains_the_evidence_table_through_migration_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 4 (issue 11) adds entry_evidence; a version-3 store opens, migrates and
+    counts evidence afterwards."""
+    path = tmp_path / "s.sqlite"
+    monkeypatch.setattr(semantic_schema, "MIGRATIONS", semantic_schema.MIGRATIONS[:3])
+    monkeypatch.setattr(semantic_schema, "SCHEMA_VERSION", 3)
+    open_store(path).close()
+    monkeypatch.undo()
+    assert _user_version(path) == 3
+    with open_store(path) as store:
+        assert store.record_evidence("e", ["a"], "confirm", cycle=1, now=1) == ["a"]
+        assert store.count_evidence("e") == (1, 0)
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION == 4
