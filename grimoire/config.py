@@ -73,8 +73,9 @@ class DecayConfig:
     provenance_weight: dict[str, float] = opt(
         {"self_learned": 1.0, "replicant": 1.0, "clade": 0.8, "predecessor": 0.6,
          "death_reflection": 0.6, "styx_query": 0.5, "lethe": 0.5, "marketplace": 0.5,
-         "dream": 0.6},
-        "initial confidence = base_confidence x this weight")
+         "dream": 0.6, "agent": 0.6, "owner": 0.8},
+        "initial confidence = base_confidence x this weight (agent / owner: told through "
+        "entry.add, not learned)")
     base_confidence: float = opt(0.5, "initial confidence before the provenance weight")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from grimoire.errors import ValidationError
-from grimoire.records import Category, GrimoireEntry
+from grimoire.records import TOLD_PROVENANCE, Category, GrimoireEntry
 from playbook.items import PlaybookItem, as_item
 from playbook.render_text import clean_inline, render_claim, short_ids
 
@@ -32,6 +32,7 @@ _KIND_TITLES = {
     Category.WARNING: "Warnings: avoid these",
     Category.HEURISTIC: "Heuristics: do these",
     "support": "Behind these rules: insights and causal links",
+    "told": "Told, not yet confirmed by outcomes",
 }
 _COUNT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_SUPPORT_REFS = 3
@@ -140,6 +141,8 @@ def _row(item: PlaybookItem) -> _Row:
     entry = item.entry
     section = (0, "") if entry.strategy is None else (1, entry.strategy)
     kind: Category | str = entry.category if entry.category in _RULES else "support"
+    if entry.provenance in TOLD_PROVENANCE and entry.validated_count == 0:
+        kind = "told"  # told, not learned: apart until the curator counts an outcome for it
     return _Row(item, section, kind)
 
 
@@ -150,7 +153,7 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
     # Which shown rule was derived from which supporting entry (parent_entry_ids).
     supports: dict[str, list[str]] = {}
     for row in kept:
-        if row.kind != "support":
+        if row.kind not in ("support", "told"):
             for parent in row.entry.parent_entry_ids:
                 supports.setdefault(parent, []).append(row.entry.id)
     counts = {
@@ -174,7 +177,7 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
         blocks.append([_section_title(section)])
         if not by_kind:
             blocks.append(["_Nothing here yet: no cross-strategy rule has earned its place._"])
-        for kind in (Category.WARNING, Category.HEURISTIC, "support"):
+        for kind in (Category.WARNING, Category.HEURISTIC, "support", "told"):
             # Supporting knowledge behind a shown rule comes before stand-alone knowledge.
             rows = sorted(by_kind.get(kind, []),
                           key=lambda r: (r.kind == "support" and r.entry.id not in supports,
@@ -215,8 +218,8 @@ def _preamble(header: _Header) -> list[list[str]]:
     when = iso_utc(header.generated_at).replace("T", " ").replace("Z", " UTC")
     return [
         [
-            "This file is what your agent has learned from its own experience, written by",
-            f"Grimoire's curator at tick {header.tick} ({when}). Nobody writes it by hand:",
+            "This file is what your agent knows, written by Grimoire's curator at tick",
+            f"{header.tick} ({when}). Nobody writes it by hand:",
             "it is rebuilt from the knowledge store every curator cycle, so edits made here",
             "are overwritten. Your agent reads it before every considered decision.",
         ],
@@ -226,14 +229,15 @@ def _preamble(header: _Header) -> list[list[str]]:
             "- `0192ab3c` is the entry's short id; `grimoire explain 0192ab3c` shows where it",
             "  came from (the episodes behind it) and how its confidence changed.",
             "- `conf` is how sure the agent is today (0 to 1, already lowered for age);",
-            "  `✓` counts the distinct episodes on which the curator saw it hold, `✗` those",
-            "  on which it failed; each episode counts once (re-finding it is not evidence),",
-            "  so `✓` never exceeds the episodes the sentence cites.",
+            "  `✓` / `✗` count the distinct episodes on which it held / failed (each once, so",
+            "  never more than the episodes its sentence cites).",
             "- Then the market regime it applies to (`any regime` if it holds in all).",
             "- Warnings come first in each section and are listed at any confidence, because",
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",
             "  insights and causal links they were derived from.",
             "- `## Global` applies to every strategy; `## Strategy: <name>` to one strategy.",
+            "- Warnings, heuristics and what is behind them were learned from outcomes; the",
+            "  part \"Told, not yet confirmed by outcomes\" is what the agent or owner told it.",
         ],
     ]
 
@@ -263,6 +267,8 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
     meta = [f"`{shorts[entry.id]}`"]
     if row.kind == "support":
         meta.append("insight" if entry.category is Category.INSIGHT else "causal link")
+    elif row.kind == "told":
+        meta.append(f"{entry.category.value.replace('_', ' ')}, told by {entry.provenance.value}")
     meta += [
         f"conf {row.item.effective_confidence:.2f}",
         f"✓{entry.validated_count} ✗{entry.contradicted_count}",

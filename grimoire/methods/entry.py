@@ -23,6 +23,7 @@ from grimoire.decay import default_decay_class, effective_confidence
 from grimoire.decay import initial_confidence as provenance_confidence
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
+from grimoire.gate.content import require_content
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.mentions import index_new_entries
@@ -113,6 +114,7 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
         raise ValidationError("is required and must be a non-empty string", field="content")
     if len(content) > MAX_CONTENT_CHARS:
         raise ValidationError(f"longer than {MAX_CONTENT_CHARS} characters", field="content")
+    require_content(content)  # the gate refuses "ok": a word or two with no claim
     if "category" not in params:
         raise ValidationError("is required", field="category")
     confidence = params.get("confidence")
@@ -128,7 +130,9 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     return Proposal(
         category=parse_enum(Category, params["category"], "category"),
         content=content.strip(),
-        provenance=parse_enum(Provenance, params.get("provenance", "self_learned"),
+        # Told is not learned (issue 11): without an explicit provenance the entry was told
+        # by the agent; the owner says "owner". Neither is self-learned.
+        provenance=parse_enum(Provenance, params.get("provenance", Provenance.AGENT.value),
                               "provenance"),
         confidence=None if confidence is None else float(confidence),
         decay_class=parse_optional_enum(DecayClass, params.get("decay_class"), "decay_class"),

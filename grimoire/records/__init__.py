@@ -7,6 +7,7 @@ import them, they import no other module.
 
 from grimoire.records.entry import PAD, Claim, EntrySource, GrimoireEntry
 from grimoire.records.enums import (
+    TOLD_PROVENANCE,
     Category,
     DecayClass,
     EntryStatus,
@@ -22,6 +23,7 @@ from grimoire.records.episode import Episode, episode_from_params
 
 __all__ = [
     "PAD",
+    "TOLD_PROVENANCE",
     "Category",
     "Claim",
     "DecayClass",

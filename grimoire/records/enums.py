@@ -93,6 +93,12 @@ class Provenance(StrEnum):
     REPLICANT = "replicant"
     DEATH_REFLECTION = "death_reflection"
     DREAM = "dream"
+    AGENT = "agent"  # told through entry.add by the agent (not learned from outcomes)
+    OWNER = "owner"  # told through entry.add by the owner (not learned from outcomes)
+
+
+#: Knowledge that was told, not learned: PLAYBOOK.md lists it apart until outcomes confirm it.
+TOLD_PROVENANCE = frozenset({Provenance.AGENT, Provenance.OWNER})
 
 
 E = TypeVar("E", bound=StrEnum)

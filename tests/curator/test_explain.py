@@ -63,7 +63,7 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     ids = write(g, [gas_obs(hour(2.2), 5.5), gas_obs(hour(2.5), 6.5)])
     added = g.entry_add(category="insight", content="Gas averages 6 gwei between 02:00 and "
                         "04:00 UTC (vs 24 gwei otherwise; 40 episodes).",
-                        parent_episode_ids=ids)
+                        parent_episode_ids=ids, provenance="self_learned")
     assert added["decision"] == "admitted"
     entry_id = added["id"]
     g.context.writer.call(lambda: g.context.semantic.update_entry(

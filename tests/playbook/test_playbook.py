@@ -175,7 +175,8 @@ def test_supporting_insight_names_the_rules_derived_from_it() -> None:
 
 def test_owner_facing_preamble_explains_how_to_read_the_file() -> None:
     text = compile_(mixed_entries())
-    for phrase in ("what your agent has learned", "grimoire explain", "short id",
+    for phrase in ("what your agent knows", "learned from outcomes", "Told, not yet confirmed",
+                   "grimoire explain", "short id",
                    "Warnings come first", "any regime", "✓", "✗", "overwritten",
                    "## Strategy: <name>"):
         assert phrase in text, phrase
@@ -288,7 +289,7 @@ _nasty_text = st.text(
     contents=st.lists(_nasty_text, min_size=0, max_size=25),
     strategies=st.lists(st.sampled_from([None, "a", "b", "c\n# x"]), min_size=25, max_size=25),
     confs=st.lists(st.floats(0, 1), min_size=25, max_size=25),
-    max_lines=st.integers(40, 90),
+    max_lines=st.integers(41, 90),
     seed=st.integers(0, 1000),
 )
 def test_property_layout_is_safe_capped_and_order_independent(
