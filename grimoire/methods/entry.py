@@ -127,13 +127,18 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     if strategy is not None and (not isinstance(strategy, str) or not strategy):
         raise ValidationError("must be a non-empty string", field="strategy")
     mood = params.get("emotional_tag")
+    category = parse_enum(Category, params["category"], "category")
+    provenance = parse_enum(Provenance, params.get("provenance", Provenance.AGENT.value),
+                            "provenance")
     return Proposal(
-        category=parse_enum(Category, params["category"], "category"),
+        category=category,
         content=content.strip(),
         # Told is not learned (issue 11): without an explicit provenance the entry was told
         # by the agent; the owner says "owner". Neither is self-learned.
-        provenance=parse_enum(Provenance, params.get("provenance", Provenance.AGENT.value),
-                              "provenance"),
+        provenance=provenance,
+        # A warning from a death reflection is a bloodstain (seed 004).
+        is_bloodstain=(category is Category.WARNING
+                       and provenance is Provenance.DEATH_REFLECTION),
         confidence=None if confidence is None else float(confidence),
         decay_class=parse_optional_enum(DecayClass, params.get("decay_class"), "decay_class"),
         tags=_str_list(params.get("tags"), "tags"),
