@@ -139,6 +139,9 @@ class Scenario:
     hour_windows: tuple[HourWindow, ...]
     outcome_rules: tuple[OutcomeRule, ...]
     lead_lags: tuple[LeadLag, ...]
+    # P(an episode is labelled with another regime than the true one): an agent only has an
+    # estimate of the regime, so the written label is noisy (issue 11).
+    label_noise: float = 0.0
 
 
 def shipped_scenarios() -> list[str]:
@@ -256,13 +259,14 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         hour_windows=tuple(hour_windows),
         outcome_rules=tuple(outcome_rules),
         lead_lags=tuple(lead_lags),
+        label_noise=r.prob(top["regimes"].get("label_noise", 0.0), "regimes.label_noise"),
     )
 
 
 def _regimes(r: YamlReader, raw: Any) -> tuple[tuple[Regime, ...], Regime,
                                             dict[Regime, RegimeParams],
                                             tuple[tuple[float, ...], ...]]:
-    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions"},
+    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions", "label_noise"},
                   {"initial", "params"})
     raw_params = m["params"]
     if not isinstance(raw_params, Mapping) or not raw_params:

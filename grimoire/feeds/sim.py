@@ -62,6 +62,9 @@ class SimFeed:
         self.seed = seed
         self.tick_seconds_hint: float | None = scenario.tick_seconds_hint
         self._rng = np.random.Generator(np.random.PCG64(seed))
+        # Label noise draws from a stream of its own, so the market is the same with or
+        # without it (the determinism contract of ``_tick`` is unchanged).
+        self._label_rng = np.random.Generator(np.random.PCG64([seed, 11]))
         gas, slippage = scenario.levels["gas_gwei"], scenario.levels["slippage_bps"]
         self._state = MarketState(regime=scenario.initial_regime, price=scenario.start_price,
                                   gas_ema=gas.mean, slippage_ema=slippage.mean)
@@ -111,7 +114,7 @@ class SimFeed:
         if new is not old:
             out.append(shift_params(sc, tick, now_ms, old, new, market.price,
                                     realized_vol_bps(st)))
-        out.append(observation_params(sc, tick, now_ms, new, market))
+        out.append(observation_params(sc, tick, now_ms, self._label(new), market))
         for strategy in sc.strategies:
             if rng.random() < strategy.rate:
                 out.append(self._action(strategy, tick, now_ms, market, len(out)))
@@ -119,11 +122,21 @@ class SimFeed:
         events.extend(self._leads(tick))
         for event in events:
             template = event.texts[int(rng.integers(len(event.texts)))]
-            out.append(event_params(sc, tick, now_ms, new, len(out), kind=event.type,
+            out.append(event_params(sc, tick, now_ms, self._label(new), len(out),
+                                    kind=event.type,
                                     importance=event.importance, template=template,
                                     price=market.price))
         update_estimates(st, market)
         return out
+
+    def _label(self, regime: Regime) -> Regime:
+        """The regime written on an episode: the true one with probability 1 − label_noise,
+        else another of the scenario's regimes, uniformly (an estimate, not the truth)."""
+        p = self.scenario.label_noise
+        others = [r for r in self.scenario.regimes if r is not regime]
+        if p <= 0.0 or not others or self._label_rng.random() >= p:
+            return regime
+        return others[int(self._label_rng.integers(len(others)))]
 
     def _leads(self, tick: int) -> list[Event]:
         """Lead events fired this tick; each may schedule its follow-up."""
@@ -174,7 +187,8 @@ class SimFeed:
         expected = strategy.expected_return_bps * lognormal(rng, _PREDICTION_JITTER)
         prediction = {"expected_return_bps": expected, "expected_gas_gwei": st.gas_ema,
                       "expected_slippage_bps": st.slippage_ema}
-        return action_params(sc, tick, now_ms, st.regime, index, strategy=strategy.name,
+        return action_params(sc, tick, now_ms, self._label(st.regime), index,
+                             strategy=strategy.name,
                              tool=strategy.tool, action=action, pair=pair, size_usd=size,
                              return_bps=return_bps, gain=gain, gas_gwei=gas,
                              slippage_bps=slippage, fees=fees, prediction=prediction)
