@@ -35,7 +35,7 @@ import structlog
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
-from grimoire.feeds import SimFeed, load_scenario
+from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
@@ -93,6 +93,9 @@ def _outcome_test(rule: Any) -> Test:
         if not c.target.startswith("outcome:"):
             return False
         if rule.action is not None and cond.get("action") != rule.action:
+            return False
+        if rule.token_pair is not None and cond.get("token_pair", rule.token_pair) != \
+                rule.token_pair:
             return False
         if rule.regime is not None and cond.get("regime") != rule.regime.value:
             return False
@@ -263,7 +266,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--curator-every", type=int, default=50,
                         help="curator cycle every this many ticks (the daemon's default)")
-    parser.add_argument("--scenarios", nargs="+", default=["default", "null", "reversal"])
+    parser.add_argument("--scenarios", nargs="+", default=shipped_scenarios())
     parser.add_argument("--real-model", action="store_true", help="bundled MiniLM, not hashing")
     parser.add_argument("--show", action="store_true", help="print the spurious lines")
     args = parser.parse_args()
