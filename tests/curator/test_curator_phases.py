@@ -243,11 +243,18 @@ def test_compress_needs_three_episodes_in_one_regime(g: Grimoire) -> None:
 def test_active_cost_insight_yields_one_derived_heuristic(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM, confidence=0.9, strategy=None)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: (
+        semantic.record_evidence(insight.id, ["e1", "e2", "e3"], "confirm", cycle=1),
+        semantic.record_evidence(insight.id, ["e4"], "contradict", cycle=1)))
     counts = parameterize(start_cycle(g))
     assert counts["proposed"] == 1 and counts["heuristics"] == 1 and counts["admitted"] == 1
     rules = g.entry_list(category="heuristic")["entries"]
     assert len(rules) == 1
     rule = rules[0]
+    # It starts from its parent's evidence (issue 11): the same counted episodes, ✓3 ✗1.
+    assert (rule["validated_count"], rule["contradicted_count"]) == (3, 1)
+    assert semantic.count_evidence(rule["id"]) == (3, 1)
     assert rule["parent_entry_ids"] == [insight.id]
     assert rule["content"].startswith("When the time is between 02:00 and 04:00 UTC, prefer")
     assert rule["confidence"] == pytest.approx(0.9)
@@ -418,3 +425,20 @@ def test_full_cycle_promotes_then_later_demotes_out_of_the_playbook(
     assert get(g, rule.id).status is EntryStatus.DEMOTED
     assert short not in g.context.config.playbook_path.read_text(encoding="utf-8")
     assert deltas(g, rule.id) == ["promote", "demote"]
+
+
+def test_a_metric_window_rule_is_confirmed_by_observations_alone(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Issue 11 item 3: a rule derived from a gas-window insight is confirmed when gas is
+    again low in that window in new *observations*, though no action carries gas; and it
+    starts from its parent's counted episodes, never from a bare confidence with ✓0."""
+    insight = put(g, claim=GAS_CLAIM, confidence=0.6)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.6,
+                parent_entry_ids=(insight.id,), content="When 02-04, prefer swap")
+    write(g, [gas_obs(hour(2.1) + i, 6.0) for i in range(6)]
+          + [swap(hour(2.5) + i, "positive") for i in range(3)])  # actions: no gas metric
+    clock.set(hour(5))
+    validate_predictions(start_cycle(g))
+    after = get(g, child.id)
+    assert after.validated_count == 6 and after.confidence > child.confidence
+    assert get(g, insight.id).validated_count == 6
