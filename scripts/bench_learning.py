@@ -272,13 +272,13 @@ def main() -> None:
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     embedder: Embedder = FastEmbedEmbedder() if args.real_model else HashEmbedder(dim=384)
-    head = (f"{'scenario':9} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
+    head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
             f"{'mean ms':>8} {'p50':>6} {'p95':>6} {'max':>7} {'read':>6} {'learn':>6} "
             f"{'apply':>6} {'ADD':>5} {'admit':>5} {'merge':>5} {'entries':>7} "
             f"{'gas@':>5} {'swap@':>5} {'link@':>5} {'down>1500':>9}")
     rows = [run(scenario, seed, args.ticks, embedder, args.curator_every)
             for scenario in args.scenarios for seed in args.seeds]
-    learned = (f"{'scenario':9} {'seed':>4} {'ticks':>5} {'recall':>6} {'spurious':>8} "
+    learned = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'recall':>6} {'spurious':>8} "
                f"{'lines':>5} {'1st correct@':>12} {'reversed left after':>19} "
                f"{'max ✓/cited':>11}")
     print("PLAYBOOK.md (curator on)")
@@ -289,7 +289,7 @@ def main() -> None:
         first = "-" if r["first_line"] is None else str(r["first_line"])
         left = ("-" if not r["reverses"] else
                 "never" if r["left"] is None else f"{r['left']} ticks")
-        print(f"{r['scenario']:9} {r['seed']:>4} {r['ticks']:>5} {recall:>6} "
+        print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {recall:>6} "
               f"{r['spurious']:>8} {r['lines']:>5} {first:>12} {left:>19} {r['ratio']:>11.2f}")
         if args.show:
             for text in r["spurious_lines"]:
@@ -302,7 +302,7 @@ def main() -> None:
         def at(name: str, row: dict[str, Any] = r) -> str:
             return "-" if row[name] is None else str(row[name])
 
-        print(f"{r['scenario']:9} {r['seed']:>4} {r['ticks']:>5} {r['wall_s']:>7.1f} "
+        print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {r['wall_s']:>7.1f} "
               f"{r['runs']:>5} {r['mean']:>8.1f} {r['p50']:>6.1f} {r['p95']:>6.1f} "
               f"{r['max']:>7.1f} {r['read']:>6.1f} {r['learn']:>6.1f} {r['apply']:>6.1f} "
               f"{r['add']:>5} {r['admitted']:>5} {r['merged']:>5} {r['entries']:>7} "
