@@ -120,7 +120,8 @@ def _lead_test(lead: Any) -> Test:
 def _regime_test(metric: str, regime: str, higher: bool) -> Test:
     def test(c: Claim) -> bool:
         return (c.target == f"metric:{metric}" and c.condition.get("regime") == regime
-                and set(c.condition) - _PAIR_KEYS == {"regime"})
+                and set(c.condition) - _PAIR_KEYS == {"regime"}
+                and (c.direction == "higher") == higher)
     return test
 
 
@@ -143,9 +144,16 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
                                                 == (c.direction == "higher")) == b)(bad)
     for lead in scenario.lead_lags:
         named[lead.name] = _lead_test(lead)
-    effects = [_regime_test(metric, regime.value, getattr(params, mult) > 1)
-               for regime, params in scenario.regime_params.items()
-               for metric, mult in _MULTS.items() if abs(getattr(params, mult) - 1.0) >= 0.1]
+    # A regime's multiplier against the mean of the others' is a true effect of the world
+    # (sideways slippage is lower than elsewhere when high_vol and crisis multiply it).
+    effects: list[Test] = []
+    for metric, mult in _MULTS.items():
+        values = {r.value: getattr(p, mult) for r, p in scenario.regime_params.items()}
+        for regime, value in values.items():
+            others = [v for r, v in values.items() if r != regime]
+            rest = sum(others) / len(others) if others else value
+            if abs(value - rest) >= 0.1 * rest:
+                effects.append(_regime_test(metric, regime, value > rest))
     return named, effects, old
 
 
@@ -227,7 +235,8 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
             "recall": len(pb["found"]) / len(planted) if planted else None,
             "spurious": pb["spurious"], "first_line": pb["first"], "left": pb["left"],
             "ratio": pb["ratio"], "lines": pb["lines"],
-            "spurious_lines": pb.get("spurious_lines", []), "reverses": bool(old)}
+            "spurious_lines": pb.get("spurious_lines", []), "reverses": bool(old),
+            "missing": sorted(set(planted) - pb["found"])}
 
 
 def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, Test]],
@@ -292,6 +301,8 @@ def main() -> None:
         print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {recall:>6} "
               f"{r['spurious']:>8} {r['lines']:>5} {first:>12} {left:>19} {r['ratio']:>11.2f}")
         if args.show:
+            if r["missing"]:
+                print(f"    missing: {', '.join(r['missing'])}")
             for text in r["spurious_lines"]:
                 print(f"    spurious: {text[:160]}")
     print()
