@@ -202,6 +202,10 @@ class CuratorConfig:
     validate_max_votes: int = opt(
         10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
     window_episodes: int = opt(2000, "newest unprocessed episodes one cycle reads at most")
+    causal_lookback_ms: int = opt(
+        86_400_000, "a causal link is judged on the cause occurrences whose lag window closed "
+        "in this span (pooled, so a rare cause is judged at all); only occurrences never "
+        "counted for the link are new evidence")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)")
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")
     l1_coherence: float = opt(0.6, "cluster coherence of an L1 session summary")

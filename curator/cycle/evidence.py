@@ -4,13 +4,14 @@
   every rule derived from one, through its parent's claim) is judged against
   the episodes that arrived since the last cycle (``curator.claims_check``):
   right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
-  matching episodes are one). The learners' UPVOTE / DOWNVOTE operations since
-  the last cycle wait in meta ``pending_votes`` (``{id: {"up", "down"}}``,
-  written by ``curator.learn.votes``); each entry's votes and verdict are
-  netted once with ``decay.net_votes`` (order-independent, clamped once) and
-  taken out of ``pending_votes`` in the same transaction that applies them.
-  Confirmations count as validations and a net gain restarts the decay clock
-  (SPEC §4); the rest count as contradictions. A claim the new episodes
+  matching episodes are one). One definition of evidence (issue 11): the
+  verdict's episodes are recorded per entry (``entry_evidence``) and only
+  those never counted for the entry are evidence; ✓ / ✗ grow by exactly
+  that many episodes, confidence moves only with them, and the claim's
+  numbers become running totals over them. The learners' UPVOTE / DOWNVOTE
+  operations (re-findings on overlapping windows, meta ``pending_votes``) are
+  consumed in the same transaction and logged, never counted. A net gain
+  restarts the decay clock (SPEC §4). A claim the new episodes
   decisively *reverse* (``claims_check.reversal``: the opposite now holds, on
   at least twice the support of one prediction) counts as wrong at the full
   weight of one cycle (``validate_max_votes`` predictions), so it and the rules
@@ -21,10 +22,11 @@
   recorded (``curator.change_points``) so that no learner votes on it from a
   window that still holds the old world.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
-  B within L") is checked against the occurrences of A whose lag window
-  closed since the last cycle. Each followed occurrence adds a ``discovered``
-  edge between the two episodes and one to the claim's evidence count
-  (``claim.support``); the same midpoint verdict votes on the link.
+  B within L") is judged on the occurrences of A whose lag window closed in
+  the last ``curator.causal_lookback_ms`` (pooled, so a rare cause is judged
+  at all; only occurrences never counted for the link are new evidence).
+  Each followed occurrence closed this cycle adds a ``discovered`` edge
+  between the two episodes.
 
 Both compute from a read snapshot and apply through ``apply_changes``.
 """
@@ -84,7 +86,7 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
     now = cy.now
     semantic = cy.ctx.semantic
     decided = verdict is not None and verdict.right is not None
-    judged = verdict is not None and verdict.observed is not None and bool(verdict.episode_ids)
+    judged = decided and verdict is not None and verdict.observed is not None
 
     def mutate(cur: GrimoireEntry) -> GrimoireEntry:
         assert verdict is not None or not (decided or judged)
@@ -102,7 +104,7 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
         gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
         claim = cur.claim
         if own_claim and claim is not None and judged and verdict is not None:
-            fresh = len(new) if decided else len(verdict.episode_ids)
+            fresh = len(new)
             if fresh and verdict.observed is not None:
                 total = claim.support + fresh
                 effect = (claim.effect * claim.support + verdict.observed * fresh) / total
@@ -311,6 +313,10 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
     closed_after = cy.previous.last_now
     if closed_after is None:
         closed_after = cy.window[0].timestamp - 1 if cy.window else cy.now
+    # Pool the occurrences closed over the lookback: a cause seen once a cycle is judged on
+    # several; the evidence table keeps an occurrence from counting twice.
+    fresh_after = closed_after  # occurrences closed in this cycle: the edges and counts
+    closed_after = min(closed_after, cy.now - cy.ctx.config.curator.causal_lookback_ms)
     lags = [int(e.claim.condition.get("within_ms", 0) or 0) for e in links if e.claim]
     since = closed_after - max(lags, default=0)
     index = EventIndex.of(cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes,
@@ -320,10 +326,13 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
     edges: dict[tuple[str, str], _Edge] = {}
     for link in links:
         assert link.claim is not None
-        check = check_causal(index, link.claim, closed_after=closed_after,
+        pooled = check_causal(index, link.claim, closed_after=closed_after,
+                              closed_until=cy.now, min_support=min_support,
+                              max_predictions=cy.ctx.config.curator.validate_max_votes)
+        check = check_causal(index, link.claim, closed_after=fresh_after,
                              closed_until=cy.now, min_support=min_support,
                              max_predictions=cy.ctx.config.curator.validate_max_votes)
-        if check is None or check.occurrences == 0:
+        if pooled is None or check is None or pooled.occurrences == 0:
             continue
         counts["links"] += 1
         counts["occurrences"] += check.occurrences
@@ -334,13 +343,14 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         for c, e, lag in check.pairs[-MAX_EDGES_PER_LINK:]:
             if (c, e) not in edges:
                 edges[(c, e)] = (c, e, lag, weight, link.content)
-        verdict = check.verdict
-        why = (f"{check.followed} of {check.occurrences} new occurrences of "
-               f"{link.claim.condition.get('event')} were followed by "
-               f"{link.claim.target.removeprefix('event:')}")
-        if verdict.right is not None:
-            counts["right" if verdict.right else "wrong"] += 1
-        # Undecided (too few occurrences to judge): the link's numbers still take them in.
+        verdict = pooled.verdict
+        why = (f"{pooled.followed} of {pooled.occurrences} occurrences of "
+               f"{link.claim.condition.get('event')} closed in the lookback were followed by "
+               f"{link.claim.target.removeprefix('event:')} ({check.occurrences} new this "
+               "cycle; only occurrences never counted for it are evidence)")
+        if verdict.right is None:
+            continue  # too few occurrences yet: pooled again next cycle, counted once decided
+        counts["right" if verdict.right else "wrong"] += 1
         changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why))
     size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
     rows = list(edges.values())
