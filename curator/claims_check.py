@@ -347,7 +347,8 @@ def check_causal(index: EventIndex, claim: Claim, *, closed_after: int, closed_u
     if observed is not None and n >= min_support:
         right = midpoint_verdict(observed, claim.effect, claim.baseline)
     verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
-                      _predictions(right, n, min_support, max_predictions))
+                      _predictions(right, n, min_support, max_predictions),
+                      episode_ids=tuple(cause_ids[j] for j in chosen.tolist()))
     return CausalCheck(n, followed, tuple(pairs), verdict)
 
 

@@ -132,6 +132,20 @@ def _edges(ctx: Context, entry_id: str) -> list[dict[str, Any]]:
             for e in (*edges, *irrelevant)]
 
 
+def _ranges(ids: list[str], limit: int = 12) -> str:
+    """The counted episode ids, shortened: the first ``limit`` and how many more."""
+    shown = ", ".join(i[:8] for i in ids[:limit])
+    return shown + (f" … (+{len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def _evidence(ctx: Context, entry_id: str) -> dict[str, Any]:
+    """The episodes counted for the entry (``entry_evidence``), by verdict, oldest first."""
+    rows = ctx.semantic.list_evidence(entry_id)
+    return {"confirming": [r[0] for r in rows if r[1] == "confirm"],
+            "contradicting": [r[0] for r in rows if r[1] == "contradict"],
+            "cycles": sorted({r[2] for r in rows})}
+
+
 def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
     """Everything known about one entry's history (see the module doc)."""
     entry = resolve_entry(ctx, id)
@@ -145,6 +159,7 @@ def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
         "entry": entry.to_dict(),
         "votes": {"validated_count": entry.validated_count,
                   "contradicted_count": entry.contradicted_count},
+        "evidence": _evidence(ctx, entry.id),
         "decay": _decay(ctx, entry, now),
         "admission": _admissions(ctx, entry),
         "history": deltas,
@@ -200,6 +215,10 @@ def render_text(data: Mapping[str, Any]) -> str:
         f"Provenance: {data['provenance']['provenance']} "
         f"(golem {data['provenance']['source']['golem_id']}).",
     ]
+    ev = data.get("evidence") or {}
+    for word, key in (("Confirming", "confirming"), ("Contradicting", "contradicting")):
+        ids = list(ev.get(key, ()))
+        lines.append(f"{word} episodes counted ({len(ids)}): {_ranges(ids) or 'none'}.")
     if data["admission"]:
         lines += ["", "Admission gate:"]
         for a in data["admission"]:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.context import Context
-from grimoire.decay import apply_vote, default_decay_class, effective_confidence
+from grimoire.decay import default_decay_class, effective_confidence
 from grimoire.errors import NotFoundError
 from grimoire.gate.admission import Candidate, Neighbour, assess
 from grimoire.gate.quality import score_quality
@@ -94,8 +94,7 @@ def _merge(ctx: Context, target_id: str, rule: GrimoireEntry, now: int) -> None:
     if target is None:
         raise NotFoundError(f"merge target {target_id} vanished")
     ctx.semantic.update_entry(dataclasses.replace(
-        target, confidence=apply_vote(target.confidence, "up", ctx.config.decay),
-        validated_count=target.validated_count + 1,
+        target,  # a merge restates: not evidence (issue 11), so neither ✓ nor confidence
         parent_entry_ids=tuple(dict.fromkeys(target.parent_entry_ids + rule.parent_entry_ids)),
         parent_episode_ids=tuple(dict.fromkeys(
             target.parent_episode_ids + rule.parent_episode_ids))[-200:],

@@ -66,7 +66,13 @@ class DecayConfig:
     floor: float = opt(0.05, "effective confidence never falls below this")
     upvote: float = opt(0.10, "confidence added by an UPVOTE")
     downvote: float = opt(0.15, "confidence removed by a DOWNVOTE")
-    prediction_right: float = opt(0.05, "curator: confidence added for a validated prediction")
+    prediction_right: float = opt(
+        0.05, "curator: confidence added per validated prediction. Confidence follows "
+        "evidence: an entry starts at its provenance's prior (self-learned 0.5) and moves "
+        "only by the curator's verdicts on episodes never counted for it before (every "
+        "curator.validate_min_support of them one prediction); learners re-finding it, "
+        "merges and restatements move nothing; a derived rule starts from its parent's "
+        "confidence and counted episodes")
     prediction_wrong: float = opt(0.10, "curator: confidence removed for a wrong prediction")
     min_confidence: float = opt(0.05, "confidence clamp, lower bound")
     max_confidence: float = opt(0.99, "confidence clamp, upper bound")
@@ -205,6 +211,10 @@ class CuratorConfig:
     validate_max_votes: int = opt(
         10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
     window_episodes: int = opt(2000, "newest unprocessed episodes one cycle reads at most")
+    causal_lookback_ms: int = opt(
+        86_400_000, "a causal link is judged on the cause occurrences whose lag window closed "
+        "in this span (pooled, so a rare cause is judged at all); only occurrences never "
+        "counted for the link are new evidence")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)",
                            positive=True)
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")

@@ -176,8 +176,6 @@ def is_learned(entry: GrimoireEntry) -> bool:
     return entry.provenance in _LEARNED or entry.validated_count > 0
 
 
-
-
 def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
             texts: Mapping[str, str]) -> list[str]:
     # Which shown rule was derived from which supporting entry (parent_entry_ids).
@@ -261,7 +259,8 @@ def _preamble(header: _Header) -> list[list[str]]:
             "- `0192ab3c` is the entry's short id; `grimoire explain 0192ab3c` shows where it",
             "  came from (the episodes behind it) and how its confidence changed.",
             "- `conf` is how sure the agent is today (0 to 1, already lowered for age);",
-            "  `✓` counts the times it was confirmed, `✗` the times it was contradicted.",
+            "  `✓` / `✗` count the distinct episodes on which it held / failed (each once, so",
+            "  never more than the episodes its sentence cites).",
             "- Then the market regime it applies to (`any regime` if it holds in all).",
             "- Warnings come first in each section and are listed at any confidence, because",
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",

@@ -215,6 +215,20 @@ def _action_text(claim: Claim, category: Category, content: str) -> str | None:
     return match.group("a").strip() if match else None
 
 
+def _event_text(claim: Claim) -> str | None:
+    """A causal link's sentence from its current totals (refreshed every cycle)."""
+    cause = claim.condition.get("event")
+    within = claim.condition.get("within_ms")
+    if not isinstance(cause, str) or not isinstance(within, int | float) or within <= 0:
+        return None
+    minutes = fmt_number(float(within) / 60_000)
+    follow = claim.target.removeprefix("event:").replace("_", " ")
+    hits = round(claim.effect * claim.support)
+    return (f"A {cause.replace('_', ' ')} is followed by a {follow} within "
+            f"{minutes} min: {hits} of {claim.support} times ({fmt_number(claim.effect * 100)}% "
+            f"vs {fmt_number(claim.baseline * 100)}% for any {minutes} min window).")
+
+
 def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     """The entry's sentence built from its structured claim, or None if the claim lacks parts.
 
@@ -226,6 +240,8 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     prescriptive sentence cannot be built and the caller shows the content.
     The result is not yet Markdown-safe: pass it through ``clean_inline``.
     """
+    if claim.target.startswith("event:"):
+        return _event_text(claim)
     condition = _condition_text(claim.condition)
     reason = _reason_text(claim)
     if category in (Category.HEURISTIC, Category.WARNING):

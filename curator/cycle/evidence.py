@@ -4,13 +4,14 @@
   every rule derived from one, through its parent's claim) is judged against
   the episodes that arrived since the last cycle (``curator.claims_check``):
   right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
-  matching episodes are one). The learners' UPVOTE / DOWNVOTE operations since
-  the last cycle wait in meta ``pending_votes`` (``{id: {"up", "down"}}``,
-  written by ``curator.learn.votes``); each entry's votes and verdict are
-  netted once with ``decay.net_votes`` (order-independent, clamped once) and
-  taken out of ``pending_votes`` in the same transaction that applies them.
-  Confirmations count as validations and a net gain restarts the decay clock
-  (SPEC §4); the rest count as contradictions. A claim the new episodes
+  matching episodes are one). One definition of evidence (issue 11): the
+  verdict's episodes are recorded per entry (``entry_evidence``) and only
+  those never counted for the entry are evidence; ✓ / ✗ grow by exactly
+  that many episodes, confidence moves only with them, and the claim's
+  numbers become running totals over them. The learners' UPVOTE / DOWNVOTE
+  operations (re-findings on overlapping windows, meta ``pending_votes``) are
+  consumed in the same transaction and logged, never counted. A net gain
+  restarts the decay clock (SPEC §4). A claim the new episodes
   decisively *reverse* (``claims_check.reversal``: the opposite now holds, on
   at least twice the support of one prediction) counts as wrong at the full
   weight of one cycle (``validate_max_votes`` predictions), so it and the rules
@@ -21,10 +22,11 @@
   recorded (``curator.change_points``) so that no learner votes on it from a
   window that still holds the old world.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
-  B within L") is checked against the occurrences of A whose lag window
-  closed since the last cycle. Each followed occurrence adds a ``discovered``
-  edge between the two episodes and one to the claim's evidence count
-  (``claim.support``); the same midpoint verdict votes on the link.
+  B within L") is judged on the occurrences of A whose lag window closed in
+  the last ``curator.causal_lookback_ms`` (pooled, so a rare cause is judged
+  at all; only occurrences never counted for the link are new evidence).
+  Each followed occurrence closed this cycle adds a ``discovered`` edge
+  between the two episodes.
 
 Both compute from a read snapshot and apply through ``apply_changes``.
 """
@@ -69,32 +71,54 @@ __all__ = ["claim_category", "cross_reference_causal", "validate_predictions", "
 
 def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
                 votes: tuple[int, int] = (0, 0), consume: bool = False,
-                add_support: int = 0) -> Change:
-    """One entry's votes of this cycle, netted once with ``decay.net_votes``: the learners'
-    batched UPVOTEs / DOWNVOTEs (``votes``) and the curator's own verdict (right +0.05,
-    wrong −0.10). Each counts as a validation or contradiction; a net gain restarts the
-    decay clock (SPEC §4). ``add_support`` more episodes of evidence on the entry's claim."""
+                own_claim: bool = True) -> Change:
+    """One entry's evidence of this cycle (issue 11: one definition of evidence).
+
+    The verdict's episodes are recorded for the entry (``SemanticStore.record_evidence``);
+    only those never counted for it before are evidence: ✓ / ✗ grow by exactly that many
+    episodes, and confidence moves (right +0.05, wrong −0.10 per prediction, netted once
+    with ``decay.net_votes``) only when there is such new evidence. The learners' batched
+    UPVOTEs / DOWNVOTEs (``votes``) are re-findings of the same regularity on overlapping
+    windows: they are consumed and logged, never counted. With ``own_claim``, the claim's
+    numbers become the running totals over every episode it was judged on, so the
+    sentence PLAYBOOK.md shows always cites at least the episodes behind ✓ and ✗."""
     cfg = cy.ctx.config.decay
-    weight = verdict.predictions if verdict is not None else 0
-    right = weight if verdict is not None and verdict.right is True else 0
-    wrong = weight if verdict is not None and verdict.right is False else 0
-    ups, downs = votes
-    gain = ups * cfg.upvote + right * cfg.prediction_right > (
-        downs * cfg.downvote + wrong * cfg.prediction_wrong)
     now = cy.now
+    semantic = cy.ctx.semantic
+    decided = verdict is not None and verdict.right is not None
+    judged = decided and verdict is not None and verdict.observed is not None
 
     def mutate(cur: GrimoireEntry) -> GrimoireEntry:
-        confidence = net_votes(cur.confidence, ups, downs, cfg, right=right, wrong=wrong)
+        assert verdict is not None or not (decided or judged)
+        new: list[str] = []
+        if verdict is not None and decided:
+            kind = "confirm" if verdict.right else "contradict"
+            new = semantic.record_evidence(cur.id, verdict.episode_ids, kind,
+                                           cycle=cy.number, now=now)
+        share = len(new) / max(1, len(set(verdict.episode_ids))) if verdict else 0.0
+        weight = round(verdict.predictions * share) if verdict is not None and new else 0
+        if new and weight == 0:
+            weight = 1
+        right = weight if decided and verdict is not None and verdict.right else 0
+        wrong = weight if decided and verdict is not None and verdict.right is False else 0
+        gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
+        claim = cur.claim
+        if own_claim and claim is not None and judged and verdict is not None:
+            fresh = len(new)
+            if fresh and verdict.observed is not None:
+                total = claim.support + fresh
+                effect = (claim.effect * claim.support + verdict.observed * fresh) / total
+                claim = dataclasses.replace(claim, effect=float(effect), support=total)
         return dataclasses.replace(
-            cur, confidence=confidence,
-            validated_count=cur.validated_count + ups + right,
-            contradicted_count=cur.contradicted_count + downs + wrong,
+            cur, confidence=net_votes(cur.confidence, 0, 0, cfg, right=right, wrong=wrong),
+            validated_count=cur.validated_count + (len(new) if right else 0),
+            contradicted_count=cur.contradicted_count + (len(new) if wrong else 0),
             last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
-            claim=cur.claim if cur.claim is None or not add_support else dataclasses.replace(
-                cur.claim, support=cur.claim.support + add_support))
+            claim=claim)
 
     detail = {**(verdict.to_dict() if verdict is not None else {}),
-              **({"upvotes": ups, "downvotes": downs} if ups or downs else {})}
+              **({"learner_upvotes_not_counted": votes[0],
+                  "learner_downvotes_not_counted": votes[1]} if votes != (0, 0) else {})}
     return Change(entry_id, op, mutate, why=why, detail=detail,
                   consume=votes if consume else None)
 
@@ -121,7 +145,8 @@ def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> st
                      f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
                      f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
     if votes != (0, 0):
-        parts.append(f"learners' votes since the last cycle: {votes[0]} up, {votes[1]} down")
+        parts.append(f"learners re-found it {votes[0] + votes[1]}x on overlapping windows "
+                     "(not evidence, not counted)")
     return "; ".join(parts)
 
 
@@ -167,7 +192,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         counts["downvotes"] += held[1]
         changes.append(vote_change(
             cy, entry_id, verdict, op="validate" if entry_id in decided else "votes",
-            why=_why(verdict, via, held), votes=held, consume=entry_id in votes))
+            why=_why(verdict, via, held), votes=held, consume=entry_id in votes,
+            own_claim=via is None))
     apply_changes(cy, changes)
     reversed_list = list(reversed_claims.values())
     _record_change_points(cy, reversed_list)
@@ -287,6 +313,10 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
     closed_after = cy.previous.last_now
     if closed_after is None:
         closed_after = cy.window[0].timestamp - 1 if cy.window else cy.now
+    # Pool the occurrences closed over the lookback: a cause seen once a cycle is judged on
+    # several; the evidence table keeps an occurrence from counting twice.
+    fresh_after = closed_after  # occurrences closed in this cycle: the edges and counts
+    closed_after = min(closed_after, cy.now - cy.ctx.config.curator.causal_lookback_ms)
     lags = [int(e.claim.condition.get("within_ms", 0) or 0) for e in links if e.claim]
     since = closed_after - max(lags, default=0)
     index = EventIndex.of(cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes,
@@ -296,10 +326,13 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
     edges: dict[tuple[str, str], _Edge] = {}
     for link in links:
         assert link.claim is not None
-        check = check_causal(index, link.claim, closed_after=closed_after,
+        pooled = check_causal(index, link.claim, closed_after=closed_after,
+                              closed_until=cy.now, min_support=min_support,
+                              max_predictions=cy.ctx.config.curator.validate_max_votes)
+        check = check_causal(index, link.claim, closed_after=fresh_after,
                              closed_until=cy.now, min_support=min_support,
                              max_predictions=cy.ctx.config.curator.validate_max_votes)
-        if check is None or check.occurrences == 0:
+        if pooled is None or check is None or pooled.occurrences == 0:
             continue
         counts["links"] += 1
         counts["occurrences"] += check.occurrences
@@ -310,17 +343,15 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         for c, e, lag in check.pairs[-MAX_EDGES_PER_LINK:]:
             if (c, e) not in edges:
                 edges[(c, e)] = (c, e, lag, weight, link.content)
-        verdict = check.verdict
-        why = (f"{check.followed} of {check.occurrences} new occurrences of "
-               f"{link.claim.condition.get('event')} were followed by "
-               f"{link.claim.target.removeprefix('event:')}")
+        verdict = pooled.verdict
+        why = (f"{pooled.followed} of {pooled.occurrences} occurrences of "
+               f"{link.claim.condition.get('event')} closed in the lookback were followed by "
+               f"{link.claim.target.removeprefix('event:')} ({check.occurrences} new this "
+               "cycle; only occurrences never counted for it are evidence)")
         if verdict.right is None:
-            if check.followed:
-                changes.append(_support_change(link.id, check.followed, why))
-            continue
+            continue  # too few occurrences yet: pooled again next cycle, counted once decided
         counts["right" if verdict.right else "wrong"] += 1
-        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why,
-                                   add_support=check.followed))
+        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why))
     size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
     rows = list(edges.values())
     for start in range(0, len(rows), size):
@@ -328,13 +359,3 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
             _upsert_edges, cy.ctx, rows[start:start + size], cy.now))
     apply_changes(cy, changes)
     return counts
-
-
-def _support_change(entry_id: str, followed: int, why: str) -> Change:
-    def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
-        if cur.claim is None:
-            return None
-        return dataclasses.replace(cur, claim=dataclasses.replace(
-            cur.claim, support=cur.claim.support + followed))
-
-    return Change(entry_id, "causal_evidence", mutate, why=why)

@@ -70,6 +70,8 @@ def _derive(cy: Cycle, entry: GrimoireEntry, vector: npt.NDArray[np.float32],
     """Writer thread: the rule gate and the audit record, one job."""
     assert insight.claim is not None
     result = admit_rule(cy.ctx, entry, vector, support=insight.claim.support, now=cy.now)
+    if result.get("id") and result.get("decision") == "admitted":
+        _inherit_evidence(cy, str(result["id"]), insight)
     if result.get("id"):
         cy.ctx.semantic.add_curator_delta(
             cycle=cy.number, op="derive", entry_id=result["id"], before=None,
@@ -78,6 +80,21 @@ def _derive(cy: Cycle, entry: GrimoireEntry, vector: npt.NDArray[np.float32],
                    "detail": {"parent": insight.id, "confidence": entry.confidence,
                               "composite": result.get("composite")}}, now=cy.now)
     return result
+
+
+def _inherit_evidence(cy: Cycle, rule_id: str, insight: GrimoireEntry) -> None:
+    """Writer thread: a derived rule starts from its parent's evidence (issue 11), the
+    same counted episodes and so the same ✓ / ✗, never a bare confidence with ✓0."""
+    semantic = cy.ctx.semantic
+    rows = semantic.list_evidence(insight.id)
+    ups = semantic.record_evidence(rule_id, [r[0] for r in rows if r[1] == "confirm"],
+                                   "confirm", cycle=cy.number, now=cy.now)
+    downs = semantic.record_evidence(rule_id, [r[0] for r in rows if r[1] == "contradict"],
+                                     "contradict", cycle=cy.number, now=cy.now)
+    rule = semantic.get_entry(rule_id)
+    if rule is not None and (ups or downs):
+        semantic.update_entry(dataclasses.replace(
+            rule, validated_count=len(ups), contradicted_count=len(downs), updated_at=cy.now))
 
 
 def parameterize(cy: Cycle) -> dict[str, Any]:

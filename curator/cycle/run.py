@@ -7,6 +7,7 @@ one. Phases, in SPEC order:
 1. ``validate``      predictions of stored claims vs new episodes; netted votes
 2. ``distil``        ExpeL distiller + causal discovery (``curator.learn.hook``, if installed)
    ``compress``      coherent episode clusters in one regime → insights
+   ``bloodstains``   critical safety incidents → bloodstain warnings (seed 004)
 3. ``promote``       candidates that reached their threshold → active
    ``parameterize``  active cost/gain insights → derived heuristics / warnings (promoted
                      at once when they qualify)
@@ -36,6 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from curator.cycle.bloodstain import bloodstains
 from curator.cycle.evidence import cross_reference_causal, validate_predictions
 from curator.cycle.learn import compress, distil
 from curator.cycle.lifecycle import compact_episodes, decay, demote_and_prune, review_quarantine
@@ -70,6 +72,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("validate", validate_predictions),
     ("distil", distil),
     ("compress", compress),
+    ("bloodstains", bloodstains),
     ("promote", promote),
     ("parameterize", parameterize),
     ("decay", decay),

@@ -135,7 +135,11 @@ def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
         log.info("learn.edit.skipped", entry_id=target, reason="missing or archived")
         return False
     parents = tuple(dict.fromkeys(entry.parent_episode_ids + op.parent_episode_ids))[-200:]
-    updated = dataclasses.replace(entry, content=op.content, claim=op.claim,
+    claim = op.claim
+    if entry.claim is not None and claim.support < entry.claim.support:
+        # The episodes the curator already counted stay behind the sentence (issue 11).
+        claim = dataclasses.replace(claim, support=entry.claim.support)
+    updated = dataclasses.replace(entry, content=op.content, claim=claim,
                                   parent_episode_ids=parents, updated_at=now,
                                   market_regime=op.regime or entry.market_regime)
     with ctx.semantic.transaction():

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.decay import apply_vote, default_decay_class, effective_confidence
+from grimoire.decay import default_decay_class, effective_confidence
 from grimoire.decay import initial_confidence as provenance_confidence
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
+from grimoire.gate.content import require_content
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
@@ -104,20 +104,6 @@ _PARAMS = {"category", "content", "provenance", "confidence", "decay_class", "ta
            "regime", "source", "parent_episode_ids", "emotional_tag"}
 
 
-_WORD = re.compile(r"[^\W\d_]{2,}")  # a word: two or more letters
-MIN_CLAIM_WORDS = 3
-
-
-def _require_a_claim(content: str) -> None:
-    """Knowledge says something checkable: at least three words. "ok", "todo", "gas high"
-    are refused, so that a stray call never shows up in PLAYBOOK.md as a rule."""
-    if len(_WORD.findall(content)) < MIN_CLAIM_WORDS:
-        raise ValidationError(
-            f"{content.strip()[:40]!r} says too little to be knowledge (fewer than "
-            f"{MIN_CLAIM_WORDS} words): state a claim, e.g. 'Avoid swaps on WETH/USDC when "
-            "gas is above 80 gwei: they revert'", field="content")
-
-
 def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     """Validate ``entry.add`` params; the first bad field raises ValidationError naming it."""
     unknown = set(params) - _PARAMS
@@ -130,7 +116,7 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     if len(content) > MAX_CONTENT_CHARS:
         raise ValidationError(f"longer than {MAX_CONTENT_CHARS} characters", field="content")
     require_unicode(content, "content")
-    _require_a_claim(content)
+    require_content(content)  # the gate refuses "ok": a word or two with no claim
     if "category" not in params:
         raise ValidationError("is required", field="category")
     confidence = params.get("confidence")
@@ -143,12 +129,18 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
     if strategy is not None and (not isinstance(strategy, str) or not strategy):
         raise ValidationError("must be a non-empty string", field="strategy")
     mood = params.get("emotional_tag")
+    category = parse_enum(Category, params["category"], "category")
+    provenance = parse_enum(Provenance, params.get("provenance", Provenance.AGENT.value),
+                            "provenance")
     return Proposal(
-        category=parse_enum(Category, params["category"], "category"),
+        category=category,
         content=content.strip(),
         # Told, not learned: without a provenance an entry is the agent's word (the CLI sends
         # "owner" for the owner's); only Grimoire's learners write self_learned.
-        provenance=parse_enum(Provenance, params.get("provenance", "agent"), "provenance"),
+        provenance=provenance,
+        # A warning from a death reflection is a bloodstain (seed 004).
+        is_bloodstain=(category is Category.WARNING
+                       and provenance is Provenance.DEATH_REFLECTION),
         confidence=None if confidence is None else float(confidence),
         decay_class=parse_optional_enum(DecayClass, params.get("decay_class"), "decay_class"),
         tags=_str_list(params.get("tags"), "tags"),
@@ -194,9 +186,10 @@ def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
     if target is None:
         raise NotFoundError(f"merge target {target_id} vanished")
     parents = tuple(dict.fromkeys(target.parent_episode_ids + p.parent_episode_ids))[-200:]
+    # A restatement is not evidence (issue 11): the merge keeps its episodes as provenance
+    # but moves neither confidence nor ✓; only newly counted episodes do (curator cycle).
     ctx.semantic.update_entry(dataclasses.replace(
-        target, confidence=apply_vote(target.confidence, "up", ctx.config.decay),
-        validated_count=target.validated_count + 1, parent_episode_ids=parents, updated_at=now))
+        target, parent_episode_ids=parents, updated_at=now))
 
 
 def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,

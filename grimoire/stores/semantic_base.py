@@ -19,6 +19,7 @@ import apsw
 
 from grimoire.clock import Clock
 from grimoire.stores import semantic_causal as causal
+from grimoire.stores import semantic_evidence as evidence
 from grimoire.stores import semantic_history as history
 from grimoire.stores import semantic_logs as logs
 from grimoire.stores.semantic_types import (
@@ -209,6 +210,26 @@ class SemanticBase:
                             limit: int | None = None) -> list[CuratorDelta]:
         with store_errors("list_curator_deltas"):
             return logs.list_curator_deltas(self._db.read(), entry_id, cycle, limit)
+
+    # --- evidence counted per entry (semantic_evidence) -----------------------------------
+
+    def record_evidence(self, entry_id: str, episode_ids: Iterable[str], verdict: str, *,
+                        cycle: int, now: int | None = None) -> list[str]:
+        """Count these episodes for ``entry_id`` as ``'confirm'`` or ``'contradict'``; returns
+        the ids never counted for this entry before (only those are new evidence)."""
+        at = self._now(now)
+        with self._write("record_evidence") as conn:
+            return evidence.record_evidence(conn, entry_id, episode_ids, verdict, cycle, at)
+
+    def list_evidence(self, entry_id: str) -> list[tuple[str, str, int, int]]:
+        """(episode_id, verdict, cycle, recorded_at) counted for ``entry_id``, oldest first."""
+        with store_errors("list_evidence"):
+            return evidence.list_evidence(self._db.read(), entry_id)
+
+    def count_evidence(self, entry_id: str) -> tuple[int, int]:
+        """(confirming, contradicting) episodes counted for ``entry_id``."""
+        with store_errors("count_evidence"):
+            return evidence.count_evidence(self._db.read(), entry_id)
 
     # --- episode bookkeeping -------------------------------------------------------------
 

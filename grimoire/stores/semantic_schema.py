@@ -246,8 +246,23 @@ CREATE TABLE playbook_cycles (
 ALTER TABLE retrieval_log ADD COLUMN latency_ms REAL;
 """
 
+# Evidence counted per entry (issue 11): which episodes were counted as confirming or
+# contradicting an entry's claim. An episode is counted at most once per entry, so a
+# re-discovery on an overlapping window, a merge or a restatement adds nothing; ✓ / ✗ are
+# the distinct counts here. Entries from before the migration keep their stored counts.
+_V5 = """
+CREATE TABLE entry_evidence (
+    entry_id    TEXT NOT NULL,
+    episode_id  TEXT NOT NULL,
+    verdict     TEXT NOT NULL CHECK (verdict IN ('confirm', 'contradict')),
+    cycle       INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (entry_id, episode_id)
+) STRICT, WITHOUT ROWID;
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -136,7 +136,8 @@ def test_causal_links_gain_edges_evidence_and_votes(g: Grimoire, clock: FrozenCl
                       "wrong": 0}
     after = get(g, link.id)
     assert after.claim is not None and after.claim.support == 8
-    assert after.confidence == pytest.approx(0.65) and after.validated_count == 1
+    assert after.confidence == pytest.approx(0.65) and after.validated_count == 3
+    assert after.claim.effect == pytest.approx((0.85 * 5 + 3) / 8)  # the running rate
     edge = g.context.semantic.get_edge(ids[0], ids[1], EdgeKind.DISCOVERED)
     assert edge is not None and edge.lag_ms == 3 * minute and edge.evidence_count == 1
     assert edge.relationship == link.content

@@ -53,9 +53,14 @@ def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
                       "upvotes": 0, "downvotes": 0, "reversals": 0}
     after = get(g, insight.id)
     assert after.confidence == pytest.approx(0.65)
-    assert (after.validated_count, after.contradicted_count) == (1, 0)
+    # ✓ counts the distinct episodes the claim held on, and the sentence's numbers take
+    # them in (issue 11): never more ✓ than the episodes the line cites.
+    assert (after.validated_count, after.contradicted_count) == (4, 0)
+    assert after.claim is not None and after.claim.support == GAS_CLAIM.support + 4
+    assert after.validated_count <= after.claim.support
     assert after.last_accessed_at == hour(5)
     assert deltas(g, insight.id) == ["validate"]
+    assert len(g.context.semantic.list_evidence(insight.id)) == 4
 
 
 def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
@@ -71,7 +76,7 @@ def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
     assert counts["wrong"] == 3 and counts["right"] == 0
     assert get(g, insight.id).confidence == pytest.approx(0.8)
     assert get(g, child.id).confidence == pytest.approx(0.7)
-    assert get(g, child.id).contradicted_count == 1
+    assert get(g, child.id).contradicted_count == 3  # the three dear-gas episodes
     assert get(g, warning.id).confidence == pytest.approx(0.6)
     assert get(g, insight.id).last_accessed_at == insight.last_accessed_at  # no reset
 
@@ -84,10 +89,11 @@ def test_too_little_evidence_is_undecided_and_changes_nothing(
     assert get(g, insight.id) == insight
 
 
-def test_batched_votes_are_netted_once_and_taken_off_the_pending_list(
+def test_learner_votes_are_not_evidence_but_are_taken_off_the_pending_list(
         g: Grimoire, clock: FrozenClock) -> None:
-    """3 ups and 1 down since the last cycle net to +0.15 in one step (SPEC §4 and seed 004's
-    "3 upvotes and 1 downvote nets to +2"); the curator's own verdict joins the same net."""
+    """The learners' UPVOTE / DOWNVOTE re-find a regularity on overlapping windows: they are
+    consumed once but move neither ✓ / ✗ nor confidence (issue 11); only the curator's
+    verdict on never-counted episodes does."""
     voted = put(g, confidence=0.5)
     judged = put(g, claim=GAS_CLAIM, confidence=0.5)
     semantic = g.context.semantic
@@ -97,13 +103,30 @@ def test_batched_votes_are_netted_once_and_taken_off_the_pending_list(
     clock.set(hour(5))
     counts = validate_predictions(start_cycle(g))
     assert counts["voted"] == 2 and counts["upvotes"] == 3 and counts["downvotes"] == 2
-    assert get(g, voted.id).confidence == pytest.approx(0.5 + 0.3 - 0.15)
-    assert get(g, voted.id).validated_count == 3 and get(g, voted.id).contradicted_count == 1
-    assert get(g, voted.id).last_accessed_at == hour(5)  # a net gain restarts the clock
-    assert get(g, judged.id).confidence == pytest.approx(0.5 - 0.15 + 0.05)
-    assert get(g, judged.id).last_accessed_at == judged.last_accessed_at  # a net loss does not
+    assert get(g, voted.id) == voted
+    assert get(g, judged.id).confidence == pytest.approx(0.5 + 0.05)
+    assert (get(g, judged.id).validated_count, get(g, judged.id).contradicted_count) == (3, 0)
+    assert get(g, judged.id).last_accessed_at == hour(5)  # a net gain restarts the clock
     assert semantic.get_meta("pending_votes") == {}
-    assert deltas(g, voted.id) == ["votes"] and deltas(g, judged.id) == ["validate"]
+    assert deltas(g, voted.id) == [] and deltas(g, judged.id) == ["validate"]
+
+
+def test_the_same_episodes_are_never_counted_twice_for_an_entry(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """The symptom of issue 11: judging the same episodes again (a re-discovery on an
+    overlapping window) used to add to ✓ each time; now it adds nothing."""
+    insight = put(g, claim=GAS_CLAIM, confidence=0.5)
+    write(g, [gas_obs(hour(2.2) + i, 6.0) for i in range(3)])
+    clock.set(hour(5))
+    cy = start_cycle(g)
+    validate_predictions(cy)
+    once = get(g, insight.id)
+    again = start_cycle(g)
+    again.window = cy.window  # the same episodes, seen again
+    validate_predictions(again)
+    twice = get(g, insight.id)
+    assert (once.validated_count, twice.validated_count) == (3, 3)
+    assert twice.confidence == once.confidence and twice.claim == once.claim
 
 
 def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
@@ -118,7 +141,7 @@ def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
                                                     {entry.id: {"up": 2, "down": 1}}))
     apply_changes(cy, [vote_change(cy, entry.id, None, op="votes", why="t",
                                    votes=snapshot[entry.id], consume=True)])
-    assert get(g, entry.id).confidence == pytest.approx(0.6)
+    assert get(g, entry.id).confidence == pytest.approx(0.5)  # votes are not evidence
     assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
 
 
@@ -139,7 +162,7 @@ def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
     assert counts["wrong"] == 2 and counts["reversals"] == 1
     assert counts.get("reversal_admitted") == 1
     after = get(g, old.id)
-    assert after.confidence == pytest.approx(0.05) and after.contradicted_count == 10
+    assert after.confidence == pytest.approx(0.05) and after.contradicted_count == 6
     assert get(g, child.id).confidence == pytest.approx(0.05)
     assert demote_and_prune(cy)["demoted"] >= 1
     assert get(g, child.id).status is EntryStatus.DEMOTED
@@ -220,11 +243,18 @@ def test_compress_needs_three_episodes_in_one_regime(g: Grimoire) -> None:
 def test_active_cost_insight_yields_one_derived_heuristic(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM, confidence=0.9, strategy=None)
+    semantic = g.context.semantic
+    g.context.writer.call(lambda: (
+        semantic.record_evidence(insight.id, ["e1", "e2", "e3"], "confirm", cycle=1),
+        semantic.record_evidence(insight.id, ["e4"], "contradict", cycle=1)))
     counts = parameterize(start_cycle(g))
     assert counts["proposed"] == 1 and counts["heuristics"] == 1 and counts["admitted"] == 1
     rules = g.entry_list(category="heuristic")["entries"]
     assert len(rules) == 1
     rule = rules[0]
+    # It starts from its parent's evidence (issue 11): the same counted episodes, ✓3 ✗1.
+    assert (rule["validated_count"], rule["contradicted_count"]) == (3, 1)
+    assert semantic.count_evidence(rule["id"]) == (3, 1)
     assert rule["parent_entry_ids"] == [insight.id]
     assert rule["content"].startswith("When the time is between 02:00 and 04:00 UTC, prefer")
     assert rule["confidence"] == pytest.approx(0.9)
@@ -395,3 +425,20 @@ def test_full_cycle_promotes_then_later_demotes_out_of_the_playbook(
     assert get(g, rule.id).status is EntryStatus.DEMOTED
     assert short not in g.context.config.playbook_path.read_text(encoding="utf-8")
     assert deltas(g, rule.id) == ["promote", "demote"]
+
+
+def test_a_metric_window_rule_is_confirmed_by_observations_alone(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Issue 11 item 3: a rule derived from a gas-window insight is confirmed when gas is
+    again low in that window in new *observations*, though no action carries gas; and it
+    starts from its parent's counted episodes, never from a bare confidence with ✓0."""
+    insight = put(g, claim=GAS_CLAIM, confidence=0.6)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.6,
+                parent_entry_ids=(insight.id,), content="When 02-04, prefer swap")
+    write(g, [gas_obs(hour(2.1) + i, 6.0) for i in range(6)]
+          + [swap(hour(2.5) + i, "positive") for i in range(3)])  # actions: no gas metric
+    clock.set(hour(5))
+    validate_predictions(start_cycle(g))
+    after = get(g, child.id)
+    assert after.validated_count == 6 and after.confidence > child.confidence
+    assert get(g, insight.id).validated_count == 6

@@ -63,7 +63,7 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     ids = write(g, [gas_obs(hour(2.2), 5.5), gas_obs(hour(2.5), 6.5)])
     added = g.entry_add(category="insight", content="Gas averages 6 gwei between 02:00 and "
                         "04:00 UTC (vs 24 gwei otherwise; 40 episodes).",
-                        parent_episode_ids=ids)
+                        parent_episode_ids=ids, provenance="self_learned")
     assert added["decision"] == "admitted"
     entry_id = added["id"]
     g.context.writer.call(lambda: g.context.semantic.update_entry(
@@ -84,7 +84,10 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     promote = data["history"][2]
     assert promote["before"] == {"status": "candidate"}
     assert promote["after"]["status"] == "active" and "0.6" in promote["after"]["why"]
-    assert data["votes"] == {"validated_count": 2, "contradicted_count": 0}
+    assert data["votes"] == {"validated_count": 8, "contradicted_count": 0}
+    # Its 2 parent episodes and 3 new ones a day, each counted once and listed (issue 11).
+    assert len(data["evidence"]["confirming"]) == 8 and data["evidence"]["contradicting"] == []
+    assert "Confirming episodes counted (8)" in data["text"]
     assert data["admission"][0]["decision"] == "admitted"
     assert set(data["admission"][0]["factors"]) == {
         "future_utility", "factual_confidence", "semantic_novelty", "temporal_recency",

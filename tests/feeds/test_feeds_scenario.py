@@ -27,6 +27,7 @@ def test_shipped_scenarios_load() -> None:
         sc = load_scenario(name)
         assert sc.name == name
         assert sc.tick_seconds_hint > 0
+        assert sc.label_noise == 0.15  # estimated, not true, regimes (issue 11)
         for row in sc.transitions:
             assert abs(sum(row) - 1) < 1e-9
     default = load_scenario(None)
@@ -35,6 +36,7 @@ def test_shipped_scenarios_load() -> None:
     assert default.hour_windows[0].hours == (2, 4)
     assert default.outcome_rules[0].regime is Regime.HIGH_VOL
     assert default.lead_lags[0].follow_regime is Regime.HIGH_VOL
+    assert {"slippage_evening", "pair_hour", "lp_lowvol"} <= set(shipped_scenarios())
     null = load_scenario("null")
     assert not (null.hour_windows or null.outcome_rules or null.lead_lags)
     assert len({p for p in null.regime_params.values()}) == 1  # regimes are mere labels
@@ -73,7 +75,8 @@ def test_custom_path_works(tmp_path: Path) -> None:
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"daemon.scenario: cannot read .*default, null"):
+    with pytest.raises(ConfigError,
+                       match=r"daemon.scenario: cannot read .*default, lp_lowvol, null"):
         load_scenario(str(tmp_path / "nope.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n", encoding="utf-8")

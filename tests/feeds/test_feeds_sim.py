@@ -7,6 +7,7 @@ internals, and check the null scenario shows no such gap.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -303,3 +304,24 @@ def test_reversal_flips_swap_outcomes_after_the_tick(reversal: Episodes) -> None
 def test_reversal_keeps_the_lead_lag(reversal: Episodes) -> None:
     followed, base, _ = lead_follow([e for e in reversal if e["tick_id"] >= 1500])
     assert np.mean(followed) > 0.5 > 0.1 > np.mean(base)
+
+
+def test_label_noise_writes_an_estimated_regime() -> None:
+    """Issue 11: with label_noise p the observation's regime is the true one with
+    probability 1 − p; the market itself is the same with or without the noise."""
+    noisy = load_scenario("default")
+    assert noisy.label_noise == 0.15
+    clean = dataclasses.replace(noisy, label_noise=0.0)
+    a, b = SimFeed(noisy, 5), SimFeed(clean, 5)
+    wrong = total = 0
+    for tick in range(1, 3001):
+        now = 1_767_225_600_000 + tick * 180_000
+        got, ref = a.poll(tick, now), b.poll(tick, now)
+        assert a.regime is b.regime
+        obs = next(e for e in got if e["type"] == "observation")
+        ref_obs = next(e for e in ref if e["type"] == "observation")
+        assert obs["metrics"] == ref_obs["metrics"]
+        assert ref_obs["regime"] == a.regime.value
+        total += 1
+        wrong += obs["regime"] != a.regime.value
+    assert 0.11 < wrong / total < 0.19

@@ -187,7 +187,7 @@ def test_a_warning_typed_at_the_cli_is_the_owners_and_ok_is_refused(
     sock = ["--socket", str(st.path)]
     code, _, err = _run(capsys, "call", "entry.add",
                         '{"category": "warning", "content": "ok"}', *sock)
-    assert code == 1 and "says too little" in err
+    assert code == 1 and "states no claim" in err
     code, out, _ = _run(capsys, "call", "entry.add", json.dumps(
         {"category": "warning", "content": "Never bridge more than 5 ETH on a Friday"}), *sock)
     assert code == 0

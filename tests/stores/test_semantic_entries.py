@@ -411,7 +411,8 @@ def test_public_surface() -> None:
         "reject_quarantine", "upsert_edge", "get_edge", "edges_from", "edges_to",
         "list_edges", "causal_bfs", "log_admission", "list_admissions", "admission_counts",
         "log_retrieval", "get_retrieval", "set_retrieval_outcome", "retrieval_counts",
-        "prune_logs", "add_curator_delta", "list_curator_deltas", "episode_states",
+        "prune_logs", "add_curator_delta", "list_curator_deltas",
+        "record_evidence", "list_evidence", "count_evidence", "episode_states",
         "get_episode_state", "set_episode_state", "mark_consolidated", "touch_episodes",
         "get_meta", "set_meta",
         # entity mentions and the retrieval pipeline's incremental reads (migration 2)
@@ -424,3 +425,16 @@ def test_public_surface() -> None:
         # history for grimoire report: PLAYBOOK.md's listings per cycle, retrieval latencies
         "record_playbook_listing", "playbook_listings", "playbook_cycles", "retrieval_series",
     }
+
+
+def test_evidence_counts_each_episode_once_per_entry(store: SemanticStore) -> None:
+    """Issue 11: an episode is evidence for an entry at most once, whatever the verdict."""
+    assert store.record_evidence("e1", ["a", "b", "a"], "confirm", cycle=1, now=10) == ["a", "b"]
+    assert store.record_evidence("e1", ["b", "c"], "contradict", cycle=2, now=20) == ["c"]
+    assert store.record_evidence("e2", ["a"], "confirm", cycle=2, now=20) == ["a"]
+    assert store.count_evidence("e1") == (2, 1)
+    assert [r[:2] for r in store.list_evidence("e1")] == [
+        ("a", "confirm"), ("b", "confirm"), ("c", "contradict")]
+    with pytest.raises(ValidationError):
+        store.record_evidence("e1", ["d"], "maybe", cycle=3, now=30)
+    assert store.count_evidence("e1") == (2, 1)

@@ -159,3 +159,20 @@ def test_open_rejects_a_nonsense_dimension(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="dim"):
         open_store(tmp_path / "s.sqlite", dim=0)
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_version_3_store_gains_the_evidence_table_through_migrations_4_and_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 5 (issue 11) adds entry_evidence; a version-3 store opens, migrates through
+    4 (the playbook history) and 5, and counts evidence afterwards."""
+    path = tmp_path / "s.sqlite"
+    monkeypatch.setattr(semantic_schema, "MIGRATIONS", semantic_schema.MIGRATIONS[:3])
+    monkeypatch.setattr(semantic_schema, "SCHEMA_VERSION", 3)
+    open_store(path).close()
+    monkeypatch.undo()
+    assert _user_version(path) == 3
+    with open_store(path) as store:
+        assert store.record_evidence("e", ["a"], "confirm", cycle=1, now=1) == ["a"]
+        assert store.count_evidence("e") == (1, 0)
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION == 5

@@ -1,0 +1,325 @@
+"""Learning on the simulator: what reaches PLAYBOOK.md, and the distiller's cost per run.
+
+Usage: python scripts/bench_learning.py [--ticks 2000] [--seeds 1 2 3]
+                                        [--scenarios default null reversal] [--real-model]
+                                        [--curator-every 50]
+
+Table 1 (issue 11), with the curator on as the daemon runs it: for each scenario ×
+seed, the planted regularities found in PLAYBOOK.md (recall), PLAYBOOK.md lines
+that match no planted regularity (spurious), the tick of the first correct line,
+the ticks a reversed rule took to leave after the reversal, and the largest ratio
+of ✓ to the episodes a line cites. Goals: recall ≥ 0.9, spurious 0, ratio ≤ 1.
+
+For each (scenario, seed) it drives the facade tick by tick with the market
+simulator (FrozenClock advanced by the scenario's tick), distilling every 10
+new episodes per strategy as the daemon does, and prints one table: distill
+runs and milliseconds per run (mean, p50, p95, max; and the mean read /
+learn / apply split), operations, gate decisions, the tick at which each
+planted regularity first became an entry, and the DOWNVOTEs after a reversal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from grimoire.clock import FrozenClock
+from grimoire.config import Config
+from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
+from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
+from grimoire.grimoire import Grimoire
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
+from grimoire.stores.semantic_types import EntryFilter
+
+T0 = 1_767_225_600_000
+REVERSAL_TICK = 1500
+
+
+def _gas(e: GrimoireEntry) -> bool:
+    c = e.claim
+    w = c.condition.get("hour_window") if c else None
+    return (c is not None and c.target == "metric:gas_gwei" and c.direction == "lower"
+            and isinstance(w, list) and set(c.condition) == {"hour_window"}
+            and w[0] in (1, 2, 3) and (w[1] - w[0]) % 24 <= 4)
+
+
+def _swap(e: GrimoireEntry) -> bool:
+    c = e.claim
+    return (c is not None and e.category is Category.WARNING and c.strategy == "eth-dca"
+            and c.condition.get("action") == "swap" and c.condition.get("regime") == "high_vol")
+
+
+def _link(e: GrimoireEntry) -> bool:
+    c = e.claim
+    return (c is not None and c.condition.get("event") == "clade_alert"
+            and c.target == "event:regime_shift_to_high_vol")
+
+
+PLANTED: dict[str, Callable[[GrimoireEntry], bool]] = {"gas": _gas, "swap": _swap,
+                                                       "link": _link}
+
+
+Test = Callable[[Claim], bool]
+_MULTS = {"gas_gwei": "gas_mult", "slippage_bps": "slippage_mult", "volume": "volume_mult",
+          "pool_liquidity": "liquidity_mult"}
+_PAIR_KEYS = {"token_pair", "chain"}
+
+
+def _hour_test(metric: str, hours: tuple[int, int], lower: bool) -> Test:
+    start, end = hours
+    span = (end - start) % 24 or 24
+
+    def test(c: Claim) -> bool:
+        w = c.condition.get("hour_window")
+        return (c.target == f"metric:{metric}" and isinstance(w, list) and len(w) == 2
+                and set(c.condition) - _PAIR_KEYS == {"hour_window"}
+                and min((w[0] - start) % 24, (start - w[0]) % 24) <= 1
+                and (w[1] - w[0]) % 24 <= span + 2)
+    return test
+
+
+def _outcome_test(rule: Any) -> Test:
+    def test(c: Claim) -> bool:
+        cond = c.condition
+        if not c.target.startswith("outcome:"):
+            return False
+        if rule.action is not None and cond.get("action") != rule.action:
+            return False
+        if rule.token_pair is not None and cond.get("token_pair", rule.token_pair) != \
+                rule.token_pair:
+            return False
+        if rule.regime is not None and cond.get("regime") != rule.regime.value:
+            return False
+        if rule.strategy is not None and c.strategy not in (rule.strategy, None):
+            return False
+        if rule.hours is not None and "hour_window" not in cond:
+            return False
+        return set(cond) <= {"action", "regime", "token_pair", "chain", "hour_window", "tool"}
+    return test
+
+
+def _lead_test(lead: Any) -> Test:
+    follow = ("event:regime_shift" if lead.follow_regime is not None
+              else f"event:{lead.follow_event.type.value}")
+
+    def test(c: Claim) -> bool:
+        return (c.condition.get("event") == lead.lead.type.value
+                and c.target.startswith(follow))
+    return test
+
+
+def _regime_test(metric: str, regime: str, higher: bool) -> Test:
+    def test(c: Claim) -> bool:
+        return (c.target == f"metric:{metric}" and c.condition.get("regime") == regime
+                and set(c.condition) - _PAIR_KEYS == {"regime"}
+                and (c.direction == "higher") == higher)
+    return test
+
+
+def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
+    """The scenario's named regularities (recall is over these), the effects its regime
+    multipliers plant (true, so not spurious, but not counted for recall), and the rules
+    that hold before a reversal (they must leave PLAYBOOK.md after it), from its own file."""
+    named: dict[str, Test] = {}
+    old: dict[str, Test] = {}
+    for w in scenario.hour_windows:
+        lower = w.mean < scenario.levels[w.metric].mean
+        named[w.name] = _hour_test(w.metric, w.hours, lower)
+        if w.reverse_at_tick is not None:
+            old[w.name] = (lambda low: lambda c: (c.direction == "lower") == low)(lower)
+    for r in scenario.outcome_rules:
+        named[r.name] = _outcome_test(r)
+        if r.reverse_at_tick is not None:
+            bad = r.negative_rate > scenario.base_negative_rate
+            old[r.name] = (lambda b: lambda c: ((c.target == "outcome:negative_rate")
+                                                == (c.direction == "higher")) == b)(bad)
+    for lead in scenario.lead_lags:
+        named[lead.name] = _lead_test(lead)
+    # A regime's multiplier against the mean of the others' is a true effect of the world
+    # (sideways slippage is lower than elsewhere when high_vol and crisis multiply it).
+    effects: list[Test] = []
+    for metric, mult in _MULTS.items():
+        values = {r.value: getattr(p, mult) for r, p in scenario.regime_params.items()}
+        for regime, value in values.items():
+            others = [v for r, v in values.items() if r != regime]
+            rest = sum(others) / len(others) if others else value
+            if abs(value - rest) >= 0.1 * rest:
+                effects.append(_regime_test(metric, regime, value > rest))
+    return named, effects, old
+
+
+_LINE = re.compile(r"^- `(?P<short>[0-9a-f-]+)` · (?P<meta>.*?) — (?P<text>.*)$")
+_TICKS = re.compile(r"✓(?P<ok>\d+) ✗(?P<bad>\d+)")
+_CITED = re.compile(r"(?:(?P<n>\d+) episodes\)|of (?P<m>\d+) times|\(n=(?P<k>\d+)\))")
+
+
+def _claim_for(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry]) -> Claim | None:
+    if entry.claim is not None:
+        return entry.claim
+    for parent in entry.parent_entry_ids:
+        found = by_id.get(parent)
+        if found is not None and found.claim is not None:
+            return found.claim
+    return None
+
+
+def playbook_lines(markdown: str, by_id: dict[str, GrimoireEntry],
+                   ) -> list[tuple[Claim | None, int, int | None, str]]:
+    """(claim, ✓, cited episodes, text) of every entry line of PLAYBOOK.md."""
+    out = []
+    for line in markdown.splitlines():
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        entry = next((e for i, e in by_id.items() if i.startswith(m["short"])), None)
+        ticks = _TICKS.search(m["meta"])
+        cited = _CITED.search(m["text"])
+        n = None if cited is None else int(cited["n"] or cited["m"] or cited["k"])
+        out.append((None if entry is None else _claim_for(entry, by_id),
+                    int(ticks["ok"]) if ticks else 0, n, m["text"]))
+    return out
+
+
+def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
+        curator_every: int) -> dict[str, Any]:
+    clock = FrozenClock(T0)
+    planted, effects, old = planted_of(load_scenario(scenario))
+    pb: dict[str, Any] = {"found": set(), "spurious": 0, "first": None, "left": None,
+                          "ratio": 0.0, "lines": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Config(data_dir=str(Path(tmp) / "g")).replace(**{
+            "episodes.flush_rows": 4096, "episodes.flush_ms": 10**12,
+            "curator.every_ticks": curator_every})
+        feed = SimFeed(load_scenario(scenario), seed)
+        step = int((feed.tick_seconds_hint or 180.0) * 1000)
+        runs: list[dict[str, Any]] = []
+        down_after = 0
+        started = time.perf_counter()
+        with Grimoire.open(config=config, clock=clock, embedder=embedder) as g:
+            for tick in range(1, ticks + 1):
+                now = clock.advance(step)
+                summary = g.tick(now=now, feed_episodes=feed.poll(tick, now))
+                for d in summary.get("distilled", []):
+                    runs.append(d)
+                    if tick > REVERSAL_TICK:
+                        down_after += d["ops"]["DOWNVOTE"]
+                if tick % curator_every == 0:
+                    _snapshot(g, (planted, effects, old), tick, ticks, curator_every, pb)
+            wall = time.perf_counter() - started
+            live = tuple(s for s in EntryStatus if s is not EntryStatus.ARCHIVED)
+            stored = g.context.semantic.list_entries(EntryFilter(statuses=live),
+                                                     order="created_at", limit=None)
+        first = {name: min(((e.created_at - T0) // step for e in stored if test(e)),
+                           default=None) for name, test in PLANTED.items()}
+    ms = sorted(r["ms"] for r in runs) or [0.0]
+
+    def mean(key: str) -> float:
+        return statistics.fmean(r[key] for r in runs) if runs else 0.0
+
+    return {"scenario": scenario, "seed": seed, "ticks": ticks, "wall_s": wall,
+            "runs": len(runs), "mean": statistics.fmean(ms), "p50": ms[len(ms) // 2],
+            "p95": ms[int(len(ms) * 0.95)], "max": ms[-1], "read": mean("read_ms"),
+            "learn": mean("learn_ms"), "apply": mean("apply_ms"),
+            "add": sum(r["ops"]["ADD"] for r in runs), "admitted": sum(r["admitted"] for r in runs),
+            "merged": sum(r["merged"] for r in runs), "entries": len(stored),
+            "down_after": down_after, **first,
+            "recall": len(pb["found"]) / len(planted) if planted else None,
+            "spurious": pb["spurious"], "first_line": pb["first"], "left": pb["left"],
+            "ratio": pb["ratio"], "lines": pb["lines"],
+            "spurious_lines": pb.get("spurious_lines", []), "reverses": bool(old),
+            "missing": sorted(set(planted) - pb["found"])}
+
+
+def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, Test]],
+              tick: int, ticks: int, every: int, pb: dict[str, Any]) -> None:
+    """Read PLAYBOOK.md as the curator just wrote it and update the table's measures."""
+    planted, effects, old = truth
+    markdown = str(g.playbook_get().get("markdown", ""))
+    entries = g.context.semantic.list_entries(
+        EntryFilter(statuses=tuple(EntryStatus)), limit=None)
+    lines = playbook_lines(markdown, {e.id: e for e in entries})
+    old_present = False
+    for claim, ok, cited, _text in lines:
+        names = [n for n, test in planted.items() if claim is not None and test(claim)]
+        if names and pb["first"] is None:
+            pb["first"] = tick
+        if cited:
+            pb["ratio"] = max(pb["ratio"], ok / cited)
+        if claim is not None and any(n in old and old[n](claim) for n in names):
+            old_present = True
+    if old and tick > REVERSAL_TICK and not old_present and pb["left"] is None:
+        pb["left"] = tick - REVERSAL_TICK
+    if tick + every > ticks:  # the last PLAYBOOK.md of the run decides recall and spurious
+        pb["found"] = {n for claim, *_ in lines for n, test in planted.items()
+                       if claim is not None and test(claim)}
+        tests = [*planted.values(), *effects]
+        spurious = [text for claim, _, _, text in lines
+                    if claim is None or not any(t(claim) for t in tests)]
+        pb["spurious"] = len(spurious)
+        pb["spurious_lines"] = spurious
+        pb["lines"] = len(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ticks", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--curator-every", type=int, default=50,
+                        help="curator cycle every this many ticks (the daemon's default)")
+    parser.add_argument("--scenarios", nargs="+", default=shipped_scenarios())
+    parser.add_argument("--real-model", action="store_true", help="bundled MiniLM, not hashing")
+    parser.add_argument("--show", action="store_true", help="print the spurious lines")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    embedder: Embedder = FastEmbedEmbedder() if args.real_model else HashEmbedder(dim=384)
+    head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
+            f"{'mean ms':>8} {'p50':>6} {'p95':>6} {'max':>7} {'read':>6} {'learn':>6} "
+            f"{'apply':>6} {'ADD':>5} {'admit':>5} {'merge':>5} {'entries':>7} "
+            f"{'gas@':>5} {'swap@':>5} {'link@':>5} {'down>1500':>9}")
+    rows = [run(scenario, seed, args.ticks, embedder, args.curator_every)
+            for scenario in args.scenarios for seed in args.seeds]
+    learned = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'recall':>6} {'spurious':>8} "
+               f"{'lines':>5} {'1st correct@':>12} {'reversed left after':>19} "
+               f"{'max ✓/cited':>11}")
+    print("PLAYBOOK.md (curator on)")
+    print(learned)
+    print("-" * len(learned))
+    for r in rows:
+        recall = "-" if r["recall"] is None else f"{r['recall']:.2f}"
+        first = "-" if r["first_line"] is None else str(r["first_line"])
+        left = ("-" if not r["reverses"] else
+                "never" if r["left"] is None else f"{r['left']} ticks")
+        print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {recall:>6} "
+              f"{r['spurious']:>8} {r['lines']:>5} {first:>12} {left:>19} {r['ratio']:>11.2f}")
+        if args.show:
+            if r["missing"]:
+                print(f"    missing: {', '.join(r['missing'])}")
+            for text in r["spurious_lines"]:
+                print(f"    spurious: {text[:160]}")
+    print()
+    print("Distillation (the daemon's schedule)")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        def at(name: str, row: dict[str, Any] = r) -> str:
+            return "-" if row[name] is None else str(row[name])
+
+        print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {r['wall_s']:>7.1f} "
+              f"{r['runs']:>5} {r['mean']:>8.1f} {r['p50']:>6.1f} {r['p95']:>6.1f} "
+              f"{r['max']:>7.1f} {r['read']:>6.1f} {r['learn']:>6.1f} {r['apply']:>6.1f} "
+              f"{r['add']:>5} {r['admitted']:>5} {r['merged']:>5} {r['entries']:>7} "
+              f"{at('gas'):>5} {at('swap'):>5} {at('link'):>5} {r['down_after']:>9}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Bloodstain warnings end to end (seed 004, issue 11 item 8): a critical safety incident
+becomes a warning flagged ``is_bloodstain``, so its slower decay, its retrieval premium and
+its pruning exemption are reached."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from curator.lifecycle import prune_exempt
+from grimoire import Grimoire
+from grimoire.clock import MS_PER_DAY, FrozenClock
+from grimoire.decay import effective_confidence
+from grimoire.records import Category, EntryStatus
+from grimoire.stores.semantic_types import EntryFilter
+from tests.curator.test_curator_support import episode, grimoire_at, hour, write
+
+
+@pytest.fixture
+def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
+    yield from grimoire_at(tmp_path, clock)
+
+
+def _warnings(g: Grimoire) -> list:  # type: ignore[type-arg]
+    return g.context.semantic.list_entries(
+        EntryFilter(categories=(Category.WARNING,),
+                    statuses=(EntryStatus.CANDIDATE, EntryStatus.ACTIVE)), limit=None)
+
+
+def test_a_critical_safety_incident_becomes_a_bloodstain_warning(
+        g: Grimoire, clock: FrozenClock) -> None:
+    text = ("Safety incident: invariant max_slippage_bps broken by a swap on WETH/USDC: "
+            "slippage 140 bps above the 50 bps limit.")
+    (incident,) = write(g, [episode(text, at=hour(1), type="safety_incident",
+                                    importance="critical", strategy="eth-dca",
+                                    token_pair="WETH/USDC", outcome="negative")])
+    write(g, [episode("routine safety note", at=hour(1.5), type="safety_incident",
+                      importance="routine")])
+    clock.set(hour(2))
+    summary = g.curator_run()
+    assert summary["phases"]["bloodstains"]["incidents"] == 1
+    (warning,) = _warnings(g)
+    assert warning.is_bloodstain and warning.parent_episode_ids == (incident,)
+    assert "slippage 140 bps" in warning.content and warning.strategy == "eth-dca"
+    # The decay multiplier: a bloodstain keeps more confidence after 30 days.
+    cfg = g.context.config.decay
+    later = warning.last_accessed_at + 30 * MS_PER_DAY
+    plain = dataclasses.replace(warning, is_bloodstain=False)
+    assert effective_confidence(warning, later, cfg) > effective_confidence(plain, later, cfg)
+    assert prune_exempt(warning)  # the pruning exemption
+    # The retrieval premium: its factor breakdown carries the bloodstain multiplier.
+    found = g.retrieve(query="slippage above the limit on WETH/USDC swaps", k=5)
+    item = next(i for i in found["items"] if i["id"] == warning.id)
+    assert "bloodstain" in item["factors"]
+    # Listed in PLAYBOOK.md as a learned warning.
+    assert "Avoid repeating this safety incident" in g.playbook_get()["markdown"]
+    # The same incident again is not evidence: no second warning, no ✓.
+    g.curator_run()
+    (again,) = _warnings(g)
+    assert again.validated_count == warning.validated_count
+
+
+def test_a_warning_from_a_death_reflection_is_a_bloodstain(g: Grimoire) -> None:
+    added = g.entry_add(category="warning", provenance="death_reflection",
+                        content="Avoid leveraged LP positions when the oracle lags spot")
+    assert g.entry_get(added["id"])["is_bloodstain"] is True
+    told = g.entry_add(category="warning",
+                       content="Avoid bridging to base during sequencer outages")
+    assert g.entry_get(told["id"])["is_bloodstain"] is False
