@@ -20,3 +20,13 @@ def __getattr__(name: str) -> Any:
 
         return Grimoire
     raise AttributeError(f"module 'grimoire' has no attribute {name!r}")
+
+
+def _silent_by_default() -> None:
+    # A library prints nothing unless the host configures logging (see grimoire.logs).
+    from grimoire.logs import library_logging
+
+    library_logging()
+
+
+_silent_by_default()

@@ -9,6 +9,7 @@ Nothing here runs at import time.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,14 +24,20 @@ from grimoire.errors import ConfigError
 __all__ = ["Config", "config_items", "load_config"]
 
 
-def opt(default: Any, help: str) -> Any:
-    """A config field with its default and one line of help."""
+def opt(default: Any, help: str, *, positive: bool = False,
+        choices: tuple[str, ...] | None = None) -> Any:
+    """A config field with its default and one line of help.
+
+    Every number must be finite and >= 0; ``positive`` also refuses 0 (a speed, a
+    budget, a period); ``choices`` lists the only accepted strings.
+    """
+    meta = {"help": help, "positive": positive, "choices": choices}
     if isinstance(default, dict | list):
         factory: Any = (lambda d=default: dict(d)) if isinstance(default, dict) else (
             lambda d=default: list(d)
         )
-        return field(default_factory=factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,10 @@ class EmbeddingConfig:
                      "or a fastembed model name present on this machine")
     model_dir: str | None = opt(None, "directory holding another fastembed model's files "
                                 "(None = the bundled model)")
-    dim: int = opt(384, "embedding dimension (must match the model)")
+    dim: int = opt(384, "embedding dimension (must match the model)", positive=True)
     max_tokens: int = opt(256, "tokenizer truncation (256 matches the reference model)")
-    batch_size: int = opt(64, "texts per embedding batch")
-    threads: int = opt(2, "onnxruntime intra-op threads")
+    batch_size: int = opt(64, "texts per embedding batch", positive=True)
+    threads: int = opt(2, "onnxruntime intra-op threads", positive=True)
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,8 @@ class QualityConfig:
 
 @dataclass(frozen=True)
 class DistillerConfig:
-    every_episodes: int = opt(10, "distil after this many new episodes within a strategy")
+    every_episodes: int = opt(10, "distil after this many new episodes within a strategy",
+                              positive=True)
     window_episodes: int = opt(2000, "recent episodes considered per distillation")
     min_support: int = opt(3, "episodes a finding needs at least")
     alpha: float = opt(0.01, "family-wise significance level (Holm-corrected over conditions)")
@@ -165,7 +173,7 @@ class DistillerConfig:
 
 @dataclass(frozen=True)
 class CuratorConfig:
-    every_ticks: int = opt(50, "curator cycle every this many ticks")
+    every_ticks: int = opt(50, "curator cycle every this many ticks", positive=True)
     insight_promote: float = opt(0.6, "insight at or above: active")
     heuristic_promote: float = opt(0.7, "heuristic at or above: PLAYBOOK.md")
     demote_below: float = opt(0.4, "active below: candidate (out of PLAYBOOK.md)")
@@ -223,9 +231,10 @@ class RetrievalConfig:
     bloodstain_boost: float = opt(1.2, "score multiplier for bloodstain entries")
     mmr_lambda: float = opt(0.7, "MMR relevance/diversity balance")
     mmr_top: int = opt(10, "MMR re-orders this many")
-    max_tokens: int = opt(500, "default token budget of a retrieve")
-    default_k: int = opt(10, "default number of items")
-    contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks")
+    max_tokens: int = opt(500, "default token budget of a retrieve", positive=True)
+    default_k: int = opt(10, "default number of items", positive=True)
+    contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks",
+                                      positive=True)
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
@@ -269,16 +278,19 @@ class EpisodesConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     tick_seconds: float | None = opt(None, "heartbeat tick length in seconds; None = the "
-                                     "feed's own (the simulator scenario's), else 40")
-    speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)")
+                                     "feed's own (the simulator scenario's), else 40",
+                                     positive=True)
+    speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)",
+                       positive=True)
     feed: str = opt("sim", "tick feed: sim | jsonl:PATH | none")
     scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")
     seed: int = opt(7, "simulator random seed")
-    max_request_bytes: int = opt(1_048_576, "largest accepted request line")
-    max_connections: int = opt(64, "simultaneous socket connections")
+    max_request_bytes: int = opt(1_048_576, "largest accepted request line", positive=True)
+    max_connections: int = opt(64, "simultaneous socket connections", positive=True)
     idle_timeout_s: float = opt(300.0, "close a connection idle this long")
-    write_queue: int = opt(10_000, "pending writes before BusyError")
-    max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)")
+    write_queue: int = opt(10_000, "pending writes before BusyError", positive=True)
+    max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)",
+                                positive=True)
 
 
 @dataclass(frozen=True)
@@ -287,9 +299,9 @@ class LLMConfig:
                                "no network")
     model: str = opt("local", "chat model name")
     api_key_env: str = opt("GRIMOIRE_LLM_API_KEY", "environment variable holding the API key")
-    timeout_s: float = opt(30.0, "request timeout")
+    timeout_s: float = opt(30.0, "request timeout", positive=True)
     retries: int = opt(2, "bounded retries on timeout / 5xx")
-    max_tokens: int = opt(400, "completion tokens per LLM request")
+    max_tokens: int = opt(400, "completion tokens per LLM request", positive=True)
     max_pending: int = opt(32, "Reflexion LLM steps waiting at most; more are dropped (the LLM "
                            "view is advisory, the deterministic record is always kept)")
     reflexion_verdicts: list[str] = opt(
@@ -305,14 +317,15 @@ class LLMConfig:
 @dataclass(frozen=True)
 class PlaybookConfig:
     path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
-    max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines")
+    max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines", positive=True)
 
 
 @dataclass(frozen=True)
 class Config:
     data_dir: str = opt("./data/grimoire", "directory holding every store")
     socket_path: str | None = opt(None, "Unix socket (None = <data_dir>/grimoire.sock)")
-    log_level: str = opt("info", "debug | info | warning | error")
+    log_level: str = opt("info", "debug | info | warning | error",
+                         choices=("debug", "info", "warning", "error"))
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     episodes: EpisodesConfig = field(default_factory=EpisodesConfig)
     decay: DecayConfig = field(default_factory=DecayConfig)
@@ -430,13 +443,29 @@ def _build(cls: type[Any], values: Mapping[str, Any], prefix: str) -> Any:
         where = f" in [{prefix.rstrip('.')}]" if prefix else ""
         raise ConfigError(f"unknown config key(s){where}: {', '.join(sorted(unknown))}")
     kwargs: dict[str, Any] = {}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     for name, value in values.items():
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value, f"{prefix}{name}.")  # type: ignore[arg-type]
         else:
             kwargs[name] = _coerce(value, hint, f"{prefix}{name}")
+            _check(kwargs[name], fields[name].metadata, f"{prefix}{name}")
     return cls(**kwargs)
+
+
+def _check(value: Any, meta: Mapping[str, Any], where: str) -> None:
+    """The value's range: numbers finite and >= 0 (> 0 when ``positive``), strings in
+    ``choices``; the message names the key, the value and what is accepted."""
+    numbers = [v for v in (value if isinstance(value, list) else [value])
+               if isinstance(v, int | float) and not isinstance(v, bool)]
+    for v in numbers:
+        if not math.isfinite(v) or v < 0 or (meta.get("positive") and v == 0):
+            need = "a number > 0" if meta.get("positive") else "a number >= 0"
+            raise ConfigError(f"{where}: expected {need}, got {v!r}")
+    choices = meta.get("choices")
+    if choices and isinstance(value, str) and value.lower() not in choices:
+        raise ConfigError(f"{where}: expected one of {' | '.join(choices)}, got {value!r}")
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
-from grimoire.errors import GrimoireError, StoreError
+from grimoire.errors import GrimoireError, NotAvailableError, StoreError
 from grimoire.llm import LLM
 from grimoire.logs import EventLog
 from grimoire.stores.episodes import EpisodeStore
@@ -40,15 +40,47 @@ __all__ = ["Grimoire"]
 log = structlog.get_logger()
 
 
+def lock_holder(data_dir: Path) -> int | None:
+    """The pid written in ``<data_dir>/LOCK`` by the process holding it, if readable."""
+    try:
+        text = (data_dir / "LOCK").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _make_data_dir(root: Path) -> None:
+    """Create the data directory, or say in one sentence why it cannot be used."""
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"data directory {root} exists but is not a directory; "
+                         "choose another --data DIR (or data_dir)")
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StoreError(f"cannot create data directory {root}: {exc.strerror}; "
+                         "choose a writable --data DIR (or data_dir)") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise StoreError(f"data directory {root} is not writable by this user "
+                         f"(uid {os.getuid()}); fix its permissions or choose another "
+                         "--data DIR")
+
+
 def _lock_data_dir(data_dir: Path) -> IO[str]:
-    handle = open(data_dir / "LOCK", "a+", encoding="utf-8")  # noqa: SIM115 - held open
+    try:
+        handle = open(data_dir / "LOCK", "a+", encoding="utf-8")  # noqa: SIM115 - held open
+    except OSError as exc:
+        raise StoreError(f"cannot open {data_dir / 'LOCK'}: {exc.strerror}; fix the data "
+                         "directory's permissions or choose another --data DIR") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
+        pid = lock_holder(data_dir)
+        holder = f"process {pid}" if pid else "another Grimoire process"
         raise StoreError(
-            f"{data_dir} is in use by another Grimoire process (a running daemon?); "
-            "talk to it over its socket (grimoire call …) or stop it first"
+            f"{data_dir} is in use by {holder} (a running daemon?); "
+            "talk to it over its socket (grimoire call …, or grimoire.service.client.Client "
+            "in Python) or stop it first"
         ) from None
     handle.seek(0)
     handle.truncate()
@@ -88,10 +120,15 @@ def _wire(ctx: Context) -> None:
 class Grimoire:
     """The agent's memory. Open with ``Grimoire.open(data_dir)``; use as a context manager."""
 
-    def __init__(self, ctx: Context, lock_handle: IO[str]) -> None:
+    def __init__(self, ctx: Context, lock_handle: IO[str], read_only: bool = False) -> None:
         self._ctx = ctx
         self._lock = lock_handle
         self._closed = False
+        self.read_only = read_only
+
+    def _writable(self, method: str) -> None:
+        if self.read_only:
+            raise NotAvailableError(f"{method}: this Grimoire was opened read-only")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -103,12 +140,23 @@ class Grimoire:
         clock: Clock | None = None,
         embedder: Embedder | None = None,
         llm: LLM | None = None,
+        *,
+        read_only: bool = False,
     ) -> Grimoire:
+        """Open (creating if needed) the data directory's stores.
+
+        ``read_only=True`` is for inspection (the CLI's reads with no daemon running, an
+        owner's script): the directory must already hold a Grimoire, and every method
+        that changes memory raises ``NotAvailableError``. It still needs the directory's
+        lock; while a daemon runs, talk to it with ``grimoire.service.client.Client``.
+        """
         config = config or Config()
         if data_dir is not None:
             config = config.replace(data_dir=str(data_dir))
         root = Path(config.data_dir)
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if read_only and not (root / "semantic.sqlite").exists():
+            raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
+        _make_data_dir(root)
         lock = _lock_data_dir(root)
         clock = clock or SystemClock()
         opened: list[Any] = []
@@ -145,7 +193,7 @@ class Grimoire:
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
-        return cls(ctx, lock)
+        return cls(ctx, lock, read_only)
 
     def close(self) -> None:
         if self._closed:
@@ -199,11 +247,13 @@ class Grimoire:
     # -- episodes -------------------------------------------------------------------------
 
     def episode_write(self, **params: Any) -> dict[str, Any]:
+        self._writable("episode.write")
         from grimoire.methods.episode import write_episodes
 
         return {"id": write_episodes(self._ctx, [params])[0]}
 
     def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        self._writable("episode.write_batch")
         from grimoire.methods.episode import write_episodes
 
         return {"ids": write_episodes(self._ctx, episodes, atomic=True)}
@@ -216,14 +266,17 @@ class Grimoire:
     # -- entries --------------------------------------------------------------------------
 
     def entry_add(self, **params: Any) -> dict[str, Any]:
+        self._writable("entry.add")
         from grimoire.methods.entry import add_entry
 
         return add_entry(self._ctx, params)
 
     def entry_get(self, id: str) -> dict[str, Any]:
+        """One entry by its id or a unique prefix of it (PLAYBOOK.md's short ids)."""
+        from curator.explain import resolve_entry
         from grimoire.methods.entry import get_entry
 
-        return get_entry(self._ctx, id)
+        return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
 
     def entry_list(self, category: str | None = None, status: str | None = None,
                    strategy: str | None = None, limit: int = 100) -> dict[str, Any]:
@@ -245,6 +298,7 @@ class Grimoire:
         return retrieve(self._ctx, params)
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
+        self._writable("outcome.report")
         from grimoire.methods.outcome import outcome_report
 
         return outcome_report(self._ctx, params)
@@ -252,11 +306,13 @@ class Grimoire:
     # -- knowledge graph ------------------------------------------------------------------
 
     def kg_assert(self, **params: Any) -> dict[str, Any]:
+        self._writable("kg.assert")
         from grimoire.methods.kg import kg_assert
 
         return kg_assert(self._ctx, params)
 
     def kg_invalidate(self, id: str, at: int) -> dict[str, Any]:
+        self._writable("kg.invalidate")
         from grimoire.methods.kg import kg_invalidate
 
         return kg_invalidate(self._ctx, id, at)
@@ -280,6 +336,7 @@ class Grimoire:
     # -- causality ------------------------------------------------------------------------
 
     def causal_link(self, **params: Any) -> dict[str, Any]:
+        self._writable("causal.link")
         from grimoire.methods.causal import causal_link
 
         return causal_link(self._ctx, params)
@@ -297,6 +354,7 @@ class Grimoire:
         return playbook_get(self._ctx)
 
     def curator_run(self) -> dict[str, Any]:
+        self._writable("curator.run")
         from curator.cycle.run import run_cycle
 
         return run_cycle(self._ctx)
@@ -304,6 +362,7 @@ class Grimoire:
     def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
              ) -> dict[str, Any]:
         """One heartbeat: write the feed's episodes, distil and curate when due."""
+        self._writable("tick")
         from grimoire.service.heartbeat import run_tick
 
         return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)

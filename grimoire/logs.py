@@ -1,10 +1,23 @@
-"""Structured logging, configured once by the entry point, and the recent-events ring.
+"""Logging: silent as a library, readable as a daemon; and the recent-events ring.
 
-``configure_logging`` is called by the CLI (never at import). Modules log with
-``structlog.get_logger()`` and stable dotted event names. SPEC §12's events
-(GrimoireWrite, GrimoireDecay, CuratorCycleComplete, IngestResult) are logged
-through ``EventLog.emit``, which also keeps the last few hundred in memory so
-``status`` can show them.
+As a library Grimoire follows the standard-library convention: nothing is
+printed unless the host configures logging. Importing ``grimoire`` routes
+structlog through the standard ``logging`` module (when the host has not
+configured structlog itself) and gives the ``grimoire``, ``curator`` and
+``playbook`` loggers a ``NullHandler``; a host that calls
+``logging.basicConfig()`` sees Grimoire's records like any other library's.
+
+``configure_logging`` is called by ``grimoire run`` only: JSON lines when
+stdout is not a terminal (systemd, files), readable lines on a terminal.
+Events are named ``area.thing.what`` (``daemon.ready``, ``curator.cycle``).
+At ``info`` the daemon says: starting, ready, one line per curator cycle,
+warnings and errors; per-tick records are ``debug``.
+
+SPEC §12's events (GrimoireWrite, GrimoireDecay, CuratorCycleComplete,
+IngestResult) go through ``EventLog.emit``, which keeps the last few hundred
+in memory (``status`` shows them) and logs them at ``debug`` (they keep the
+names SPEC §12 gives them), their time as ISO-8601 (``sim_time`` when the
+daemon's clock is accelerated, so simulated time is never mistaken for real).
 """
 
 from __future__ import annotations
@@ -13,21 +26,58 @@ import logging
 import sys
 import threading
 from collections import deque
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-__all__ = ["EventLog", "configure_logging"]
+__all__ = ["EventLog", "configure_logging", "iso_ms", "library_logging"]
+
+LIBRARY_LOGGERS = ("grimoire", "curator", "playbook")
+LEVELS = ("debug", "info", "warning", "error")
+
+
+
+def iso_ms(ms: int | float) -> str:
+    """Unix milliseconds as ISO-8601 UTC (``2026-11-25T06:14:11.123Z``)."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def library_logging() -> None:
+    """The library default: structlog → stdlib logging, a NullHandler on our loggers.
+
+    Leaves a host's own structlog configuration alone.
+    """
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.KeyValueRenderer(key_order=["event"], sort_keys=False),
+        ],
+        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        cache_logger_on_first_use=False,
+    )
 
 
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
-    """JSON lines when stdout is not a terminal (systemd, files), readable ones on a terminal."""
+    """The daemon's own logging (never called by the library): JSON lines when stdout is
+    not a terminal (systemd, files), readable ones on a terminal."""
     if json is None:
         json = not sys.stdout.isatty()
     renderer: Any = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(ensure_ascii=False)
         if json
-        else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+        else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty(), pad_event_to=28,
+                                           sort_keys=False)
     )
     structlog.configure(
         processors=[
@@ -46,18 +96,20 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
 
 
 class EventLog:
-    """SPEC §12 events: logged as structured records and kept queryable in memory."""
+    """SPEC §12 events: kept queryable in memory, logged at debug as structured records."""
 
     def __init__(self, capacity: int = 200) -> None:
         self._events: deque[dict[str, Any]] = deque(maxlen=capacity)
         self._lock = threading.Lock()
         self._log = structlog.get_logger("grimoire.events")
+        self.simulated = False  # the daemon sets it when its clock is accelerated
 
     def emit(self, name: str, at_ms: int, **fields: Any) -> None:
         record = {"event": name, "at": at_ms, **fields}
         with self._lock:
             self._events.append(record)
-        self._log.info(name, at=at_ms, **fields)
+        when = {"sim_time" if self.simulated else "at": iso_ms(at_ms)}
+        self._log.debug(name, **when, **fields)
 
     def recent(self, n: int = 20, name: str | None = None) -> list[dict[str, Any]]:
         with self._lock:

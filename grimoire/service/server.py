@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from grimoire.errors import GrimoireError, StoreError, ValidationError
-from grimoire.service.api import METHODS, dispatch
+from grimoire.service.api import METHODS, dispatch, suggest_method
 
 __all__ = ["Server", "error_response", "prepare_socket_path"]
 
@@ -315,7 +315,8 @@ class Server:
 
     async def _call(self, req_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method not in METHODS:
-            return error_response(req_id, METHOD_NOT_FOUND, f"method not found: {method}",
+            return error_response(req_id, METHOD_NOT_FOUND,
+                                  f"method not found: {method}{suggest_method(method)}",
                                   {"type": "MethodNotFound", "methods": sorted(METHODS)})
         loop = asyncio.get_running_loop()
         try:
