@@ -282,7 +282,8 @@ class DaemonConfig:
                                      positive=True)
     speed: float = opt(1.0, "time acceleration for demos (ticks run this many times faster)",
                        positive=True)
-    feed: str = opt("sim", "tick feed: sim | jsonl:PATH | none")
+    feed: str = opt("none", "tick feed: none (the agent writes over the socket) | jsonl:PATH "
+                    "| sim (the simulated demo market: only in a data directory of its own)")
     scenario: str | None = opt(None, "simulator scenario YAML (None = the built-in default)")
     seed: int = opt(7, "simulator random seed")
     max_request_bytes: int = opt(1_048_576, "largest accepted request line", positive=True)
@@ -322,7 +323,8 @@ class PlaybookConfig:
 
 @dataclass(frozen=True)
 class Config:
-    data_dir: str = opt("./data/grimoire", "directory holding every store")
+    data_dir: str = opt("./data/grimoire", "directory holding every store (a relative path "
+                        "is resolved once when the daemon starts, and logged)")
     socket_path: str | None = opt(None, "Unix socket (None = <data_dir>/grimoire.sock)")
     log_level: str = opt("info", "debug | info | warning | error",
                          choices=("debug", "info", "warning", "error"))

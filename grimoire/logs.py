@@ -34,6 +34,12 @@ import structlog
 __all__ = ["EventLog", "configure_logging", "iso_ms", "library_logging"]
 
 LIBRARY_LOGGERS = ("grimoire", "curator", "playbook")
+# What the daemon says at info (issue 13): its own life (start, ready, stop), the socket,
+# the stores it opened and closed, the feed, one line per curator cycle. Every other info
+# record (the work of each tick: distillations, admissions, auto-links, compactions) is
+# debug in the daemon's output; warnings and errors always show.
+INFO_EVENTS = ("daemon.", "server.listening", "grimoire.open", "grimoire.close", "feed.",
+               "curator.cycle", "heartbeat.")
 LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -68,9 +74,23 @@ def library_logging() -> None:
     )
 
 
+def _routine_is_debug(threshold: int) -> Any:
+    """A processor: an info record whose event is not in ``INFO_EVENTS`` counts as debug."""
+
+    def processor(logger: Any, method: str, event_dict: Any) -> Any:
+        if method == "info" and threshold > logging.DEBUG:
+            event = str(event_dict.get("event", ""))
+            if not event.startswith(INFO_EVENTS):
+                raise structlog.DropEvent
+        return event_dict
+
+    return processor
+
+
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     """The daemon's own logging (never called by the library): JSON lines when stdout is
     not a terminal (systemd, files), readable ones on a terminal."""
+    threshold = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     if json is None:
         json = not sys.stdout.isatty()
     renderer: Any = (
@@ -81,15 +101,14 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     )
     structlog.configure(
         processors=[
+            _routine_is_debug(threshold),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
         cache_logger_on_first_use=False,
     )

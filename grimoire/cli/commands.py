@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from grimoire.cli.common import common, emit, load
@@ -92,6 +93,12 @@ def register_run(sub: Sub) -> None:
                      "daemon.speed": args.speed, "daemon.tick_seconds": args.tick_seconds,
                      "daemon.max_ticks": args.max_ticks, "log_level": args.log_level}
         config = load(args, **overrides)
+        # A relative data_dir is resolved once, here (under systemd the working directory
+        # is /), and the daemon logs the absolute path it uses.
+        resolved = {"data_dir": str(Path(config.data_dir).expanduser().resolve())}
+        if config.socket_path:
+            resolved["socket_path"] = str(Path(config.socket_path).expanduser().resolve())
+        config = config.replace(**resolved)
         configure_logging(config.log_level, json=True if args.json else None)
         return run_daemon(config)
 

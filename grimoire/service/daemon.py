@@ -41,10 +41,12 @@ import structlog
 
 from grimoire.clock import SystemClock
 from grimoire.config import Config
+from grimoire.errors import ConfigError
 from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
 from grimoire.service.heartbeat import run_tick
+from grimoire.service.sdnotify import notify, watchdog_interval
 from grimoire.service.server import Server
 
 __all__ = ["AcceleratedClock", "Daemon", "StopSignals", "TickSchedule", "open_feed",
@@ -54,10 +56,13 @@ log = structlog.get_logger()
 
 DEFAULT_TICK_SECONDS = 40.0
 JSONL_META = "feed.jsonl"
+DATA_KIND_META = "data_kind"  # "simulated" | "real": what the feeds wrote into this directory
+CURATOR_BACKGROUND = "curator.background"  # curator.cycle.run.BACKGROUND_KEY
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # A repeat within this many seconds is the same stop delivered twice (`timeout -s INT` signals
 # the process and then its process group), not an operator insisting: it does not kill.
 REPEAT_DEBOUNCE_S = 0.5
+SKIP_WARN_EVERY_S = 60.0  # skipped ticks are warned about at most once a minute
 
 
 class AcceleratedClock:
@@ -152,9 +157,15 @@ class Daemon:
         self._stop: asyncio.Event | None = None
         self.ticks_run = 0
         self.ticks_failed = 0
+        self._skip_warned_at: float | None = None
+        self._skipped_unreported = 0
         self._feed_rejected_seen = 0
         self.server: Server | None = None
         self._tick_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
+        # The curator cycle runs on its own thread beside the heartbeat (curator_hook).
+        self._curator_executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="curator")
+        g.context.extras[CURATOR_BACKGROUND] = self._curator_executor
         g.context.extras["daemon_status"] = self.stats
 
     # -- state ----------------------------------------------------------------------------
@@ -192,11 +203,24 @@ class Daemon:
             raise
         finally:
             self.ticks_run += 1
-            skipped = self.schedule.advance(self._monotonic())
+            ended = self._monotonic()
+            skipped = self.schedule.advance(ended)
             if skipped:
-                log.warning("heartbeat.ticks.skipped", skipped=skipped,
-                            total=self.schedule.skipped, interval_s=self.interval_s)
+                self._report_skipped(skipped, ended)
         return summary
+
+    def _report_skipped(self, skipped: int, now: float) -> None:
+        """One warning per ``SKIP_WARN_EVERY_S`` at most, counting the skips since the last
+        (a loaded machine at high ``--speed`` would otherwise warn on every other tick)."""
+        self._skipped_unreported += skipped
+        if self._skip_warned_at is not None and now - self._skip_warned_at < SKIP_WARN_EVERY_S:
+            log.debug("heartbeat.ticks.skipped", skipped=skipped, total=self.schedule.skipped)
+            return
+        log.warning("heartbeat.ticks.skipped", skipped=self._skipped_unreported,
+                    total=self.schedule.skipped, interval_s=self.interval_s,
+                    hint="ticks overran their interval (a loaded machine, or --speed too "
+                    "high); the missed ones are skipped, not replayed")
+        self._skip_warned_at, self._skipped_unreported = now, 0
 
     def _feed_meta(self) -> dict[str, Any]:
         if isinstance(self.feed, JsonlFeed):
@@ -226,9 +250,6 @@ class Daemon:
                 self._feed_rejected_seen = 0
                 feed.close()
             raise
-        if "curator" in summary:
-            # The cycle's summary carries the tick it ran at; it is the heartbeat's tick.
-            log.info("heartbeat.curator", **{**summary["curator"], "tick": summary["tick"]})
         return summary
 
     async def _heartbeat(self) -> None:
@@ -272,12 +293,26 @@ class Daemon:
         self.schedule = TickSchedule(self.interval_s, self._monotonic())
         log.info("daemon.ready", socket=str(self.config.socket), tick_s=self.interval_s,
                  feed=d.feed, pid=os.getpid(), tick=self.g.context.tick)
+        notify("READY=1\nSTATUS=ready")
         heartbeat = asyncio.create_task(self._heartbeat())
+        watchdog = asyncio.create_task(self._watchdog())
         await self._stop.wait()
+        notify("STOPPING=1")
         await self.server.stop()
         await heartbeat
+        watchdog.cancel()
         self._tick_executor.shutdown(wait=True)
+        self._curator_executor.shutdown(wait=True)  # a running cycle ends before the close
         return 0
+
+    async def _watchdog(self) -> None:
+        """``WATCHDOG=1`` from the event loop at half ``$WATCHDOG_USEC`` (when systemd asks)."""
+        interval = watchdog_interval()
+        if interval is None:
+            return
+        while True:
+            notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
 
     @staticmethod
     def _on_sighup() -> None:
@@ -337,6 +372,37 @@ class StopSignals:
             loop.call_soon_threadsafe(self._on_stop, signum)
 
 
+def feed_kind(feed: str) -> str | None:
+    """What a feed writes: "simulated" (sim), "real" (jsonl), None (none: only the agent)."""
+    kind = feed.strip().partition(":")[0]
+    return {"sim": "simulated", "jsonl": "real"}.get(kind)
+
+
+def check_data_kind(g: Grimoire, feed: str) -> None:
+    """Refuse to mix the simulated feed and real memory in one data directory.
+
+    The first feed that writes marks the directory (meta ``data_kind``); a directory
+    that already holds episodes unmarked is real memory.
+    """
+    ctx = g.context
+    kind = feed_kind(feed)
+    stored = ctx.semantic.get_meta(DATA_KIND_META, None)
+    if stored is None and ctx.episodes.count() > 0:
+        stored = "real"
+    if kind is not None and stored is not None and stored != kind:
+        raise ConfigError(
+            f"{ctx.data_dir} holds {stored} memory and --feed {feed} would add "
+            f"{kind} episodes to it; use a data directory of its own for the "
+            f"{'demo (e.g. --data data/demo)' if kind == 'simulated' else 'real agent'}")
+    if kind is not None and stored is None:
+        ctx.writer.call(lambda: ctx.semantic.set_meta(DATA_KIND_META, kind))
+        stored = kind
+    if stored == "simulated":
+        log.warning("daemon.data.simulated", data_dir=str(ctx.data_dir),
+                    note="this directory holds the simulated demo feed's episodes, "
+                    "not an agent's real memory")
+
+
 def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
     started = time.monotonic()
@@ -356,6 +422,8 @@ def run_daemon(config: Config) -> int:
             semantic = g.context.semantic
             clock.start_ms = max(clock.start_ms, int(semantic.get_meta("clock_ms", 0)),
                                  int(semantic.get_meta("last_tick_ms", 0)))
+        check_data_kind(g, config.daemon.feed)
+        g.context.events.simulated = isinstance(clock, AcceleratedClock)
         feed = open_feed(config, g)
         daemon = Daemon(g, feed, config)
         log.info("daemon.opened", seconds=round(time.monotonic() - started, 3))

@@ -35,9 +35,12 @@ def test_specs(tmp_path: Path) -> None:
         feed.close()
 
 
-def test_config_default_is_the_simulator() -> None:
+def test_config_default_is_no_feed_and_sim_is_the_default_scenario() -> None:
+    """Real memory stays real (issue 13): the simulator only runs when asked for."""
     daemon = load_config().daemon
-    feed = make_feed(daemon.feed, scenario=daemon.scenario, seed=daemon.seed)
+    assert isinstance(make_feed(daemon.feed, scenario=daemon.scenario, seed=daemon.seed),
+                      NoneFeed)
+    feed = make_feed("sim", scenario=daemon.scenario, seed=daemon.seed)
     assert isinstance(feed, SimFeed) and feed.scenario.name == "default"
 
 
