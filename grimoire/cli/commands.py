@@ -301,8 +301,41 @@ def register_config(sub: Sub) -> None:
     show.set_defaults(handler=handler)
 
 
+def register_report(sub: Sub) -> None:
+    rep = sub.add_parser("report", help="write a self-contained HTML report",
+                         description="Write one HTML file (inline SVG charts, no network): "
+                         "rules learned over time, episodes per day, retrieval, knowledge "
+                         "graph, causal links. Reads the data directory itself, so the "
+                         "daemon must be stopped.")
+    common(rep)
+    rep.add_argument("-o", "--output", default="grimoire-report.html", metavar="FILE",
+                     help="where to write the HTML (default grimoire-report.html)")
+
+    def handler(args: argparse.Namespace) -> int:
+        from grimoire.cli.access import daemon_listening, has_data
+        from grimoire.grimoire import Grimoire
+        from grimoire.report import build_report
+
+        config = load(args)
+        if daemon_listening(config.socket):
+            raise ValidationError(f"a daemon is running on {config.socket}: the report reads "
+                                  "the stores directly; stop the daemon, then run it again")
+        if not has_data(config):
+            raise ValidationError(f"no Grimoire data in {config.data_dir} (check --data DIR)")
+        with Grimoire.open(config=config, read_only=True) as g:
+            html = build_report(g)
+        out = Path(args.output)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(out)
+        emit(f"wrote {out} ({len(html.encode('utf-8')) // 1024} KB)")
+        return 0
+
+    rep.set_defaults(handler=handler)
+
+
 # The one list of subcommands, in --help order.
 COMMANDS: list[Callable[[Sub], None]] = [
     register_run, register_status, register_write, register_retrieve, register_owner,
-    register_entry, register_kg, register_call, register_config,
+    register_entry, register_kg, register_call, register_report, register_config,
 ]
