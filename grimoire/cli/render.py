@@ -66,8 +66,8 @@ def _status(r: Mapping[str, Any]) -> str:
         out.append("daemon    not running (read from disk)")
     health = r.get("health") or {}
     flagged = [f"{k}={v.get('value')} ({v.get('flag')})" for k, v in health.items()
-               if isinstance(v, Mapping) and v.get("flag") not in (None, "healthy",
-                                                                     "insufficient")]
+               if isinstance(v, Mapping) and v.get("value") is not None
+               and v.get("flag") not in (None, "healthy", "insufficient", "info")]
     out.append("health    " + ("; ".join(flagged) if flagged else "no alarms"))
     out.append("(grimoire status --json for every number)")
     return "\n".join(out)

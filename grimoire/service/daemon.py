@@ -45,7 +45,7 @@ from grimoire.errors import ConfigError
 from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
-from grimoire.service.heartbeat import run_tick
+from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.sdnotify import notify, watchdog_interval
 from grimoire.service.server import Server
 
@@ -57,7 +57,7 @@ log = structlog.get_logger()
 DEFAULT_TICK_SECONDS = 40.0
 JSONL_META = "feed.jsonl"
 DATA_KIND_META = "data_kind"  # "simulated" | "real": what the feeds wrote into this directory
-CURATOR_BACKGROUND = "curator.background"  # curator.cycle.run.BACKGROUND_KEY
+CURATOR_BACKGROUND = BACKGROUND_KEY  # the learning thread: distillations, curator cycles
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # A repeat within this many seconds is the same stop delivered twice (`timeout -s INT` signals
 # the process and then its process group), not an operator insisting: it does not kill.
@@ -162,9 +162,9 @@ class Daemon:
         self._feed_rejected_seen = 0
         self.server: Server | None = None
         self._tick_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
-        # The curator cycle runs on its own thread beside the heartbeat (curator_hook).
+        # Distillations and curator cycles run on one learning thread beside the heartbeat.
         self._curator_executor = ThreadPoolExecutor(max_workers=1,
-                                                    thread_name_prefix="curator")
+                                                    thread_name_prefix="learning")
         g.context.extras[CURATOR_BACKGROUND] = self._curator_executor
         g.context.extras["daemon_status"] = self.stats
 
