@@ -22,11 +22,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'grimoire' has no attribute {name!r}")
 
 
-def _silent_by_default() -> None:
-    # A library prints nothing unless the host configures logging (see grimoire.logs).
-    from grimoire.logs import library_logging
 
-    library_logging()
+def _silent_by_default() -> None:
+    # A library prints nothing unless the host configures logging: our stdlib loggers get
+    # a NullHandler here; structlog is routed to them when the facade is imported
+    # (grimoire.logs.library_logging), so light imports do not pay for structlog.
+    import logging
+
+    for name in ("grimoire", "curator", "playbook"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
 
 
 _silent_by_default()

@@ -29,7 +29,7 @@ from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import GrimoireError, NotAvailableError, StoreError
 from grimoire.llm import LLM
-from grimoire.logs import EventLog
+from grimoire.logs import EventLog, library_logging
 from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
@@ -38,6 +38,7 @@ from grimoire.writer import Writer
 __all__ = ["Grimoire"]
 
 log = structlog.get_logger()
+library_logging()  # silent unless the host configures logging (see grimoire.logs)
 
 
 def lock_holder(data_dir: Path) -> int | None:
