@@ -38,8 +38,8 @@ LIBRARY_LOGGERS = ("grimoire", "curator", "playbook")
 # the stores it opened and closed, the feed, one line per curator cycle. Every other info
 # record (the work of each tick: distillations, admissions, auto-links, compactions) is
 # debug in the daemon's output; warnings and errors always show.
-INFO_EVENTS = ("daemon.", "server.listening", "grimoire.open", "grimoire.close", "feed.",
-               "curator.cycle", "heartbeat.")
+INFO_EVENTS = ("daemon.", "server.listening", "server.stopped", "grimoire.open",
+               "grimoire.close", "feed.", "curator.cycle", "heartbeat.")
 LEVELS = ("debug", "info", "warning", "error")
 
 
