@@ -13,7 +13,8 @@ __all__ = ["Grimoire", "__version__"]
 
 # The stdlib convention for a library: nothing is printed, not even warnings, unless the
 # host configures logging (grimoire.logs; the daemon does it for itself).
-logging.getLogger("grimoire").addHandler(logging.NullHandler())
+for _name in ("grimoire", "playbook"):  # curator/__init__ does the same for "curator"
+    logging.getLogger(_name).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from grimoire.grimoire import Grimoire

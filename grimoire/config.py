@@ -132,7 +132,8 @@ class QualityConfig:
 
 @dataclass(frozen=True)
 class DistillerConfig:
-    every_episodes: int = opt(10, "distil after this many new episodes within a strategy")
+    every_episodes: int = opt(10, "distil after this many new episodes within a strategy",
+                              positive=True)
     window_episodes: int = opt(2000, "recent episodes considered per distillation")
     min_support: int = opt(3, "episodes a finding needs at least")
     alpha: float = opt(0.01, "family-wise significance level (Holm-corrected over conditions)")
@@ -284,8 +285,9 @@ class RetrievalConfig:
     mmr_lambda: float = opt(0.7, "MMR relevance/diversity balance")
     mmr_top: int = opt(10, "MMR re-orders this many")
     max_tokens: int = opt(500, "default token budget of a retrieve", positive=True)
-    default_k: int = opt(10, "default number of items")
-    contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks")
+    default_k: int = opt(10, "default number of items", positive=True)
+    contrarian_every_ticks: int = opt(100, "contrarian injection every this many ticks",
+                                      positive=True)
     graph_hops: int = opt(2, "graph candidates within this many KG hops")
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
@@ -349,7 +351,8 @@ class DaemonConfig:
     max_connections: int = opt(64, "simultaneous socket connections", positive=True)
     idle_timeout_s: float = opt(300.0, "close a connection idle this long", positive=True)
     write_queue: int = opt(10_000, "pending writes before BusyError", positive=True)
-    max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)")
+    max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)",
+                                positive=True)
 
 
 @dataclass(frozen=True)
@@ -381,7 +384,8 @@ class PlaybookConfig:
 
 @dataclass(frozen=True)
 class Config:
-    data_dir: str = opt("./data/grimoire", "directory holding every store")
+    data_dir: str = opt("./data/grimoire", "directory holding every store (a relative path "
+                        "is resolved once when the daemon starts, and logged)")
     socket_path: str | None = opt(None, "Unix socket (None = <data_dir>/grimoire.sock)")
     log_level: str = opt("info", "debug | info | warning | error",
                          choices=("debug", "info", "warning", "error"))

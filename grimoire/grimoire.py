@@ -25,7 +25,7 @@ from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
 from grimoire.context import Context
 from grimoire.embed import Embedder, make_embedder
-from grimoire.errors import ConfigError, GrimoireError, StoreError
+from grimoire.errors import ConfigError, GrimoireError, NotAvailableError, StoreError
 from grimoire.llm import LLM
 from grimoire.logs import EventLog, get_logger
 from grimoire.stores.episodes import EpisodeStore
@@ -51,6 +51,10 @@ def make_data_dir(data_dir: Path) -> None:
     except OSError as exc:
         raise ConfigError(f"data directory {data_dir} cannot be created ({exc.strerror}); "
                           "choose a directory you can write (--data DIR)") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"data directory {data_dir} is not writable by this user "
+                          f"(uid {os.getuid()}): fix its owner and permissions, or choose "
+                          "another one (--data DIR)")
 
 
 def _lock_data_dir(data_dir: Path) -> IO[str]:
@@ -109,10 +113,15 @@ def _wire(ctx: Context) -> None:
 class Grimoire:
     """The agent's memory. Open with ``Grimoire.open(data_dir)``; use as a context manager."""
 
-    def __init__(self, ctx: Context, lock_handle: IO[str]) -> None:
+    def __init__(self, ctx: Context, lock_handle: IO[str], read_only: bool = False) -> None:
         self._ctx = ctx
         self._lock = lock_handle
         self._closed = False
+        self.read_only = read_only
+
+    def _writable(self, method: str) -> None:
+        if self.read_only:
+            raise NotAvailableError(f"{method}: this Grimoire was opened read-only")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -124,11 +133,22 @@ class Grimoire:
         clock: Clock | None = None,
         embedder: Embedder | None = None,
         llm: LLM | None = None,
+        *,
+        read_only: bool = False,
     ) -> Grimoire:
+        """Open (creating if needed) the data directory's stores.
+
+        ``read_only=True`` is for inspection (the CLI's reads with no daemon running, an
+        owner's script): the directory must already hold a Grimoire, and every method
+        that changes memory raises ``NotAvailableError``. It still needs the directory's
+        lock; while a daemon runs, talk to it with ``grimoire.service.client.Client``.
+        """
         config = config or Config()
         if data_dir is not None:
             config = config.replace(data_dir=str(data_dir))
         root = Path(config.data_dir)
+        if read_only and not (root / "semantic.sqlite").exists():
+            raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
         make_data_dir(root)
         lock = _lock_data_dir(root)
         clock = clock or SystemClock()
@@ -166,7 +186,7 @@ class Grimoire:
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
-        return cls(ctx, lock)
+        return cls(ctx, lock, read_only)
 
     def close(self) -> None:
         if self._closed:
@@ -220,11 +240,13 @@ class Grimoire:
     # -- episodes -------------------------------------------------------------------------
 
     def episode_write(self, **params: Any) -> dict[str, Any]:
+        self._writable("episode.write")
         from grimoire.methods.episode import write_episodes
 
         return {"id": write_episodes(self._ctx, [params])[0]}
 
     def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        self._writable("episode.write_batch")
         from grimoire.methods.episode import write_episodes
 
         return {"ids": write_episodes(self._ctx, episodes, atomic=True)}
@@ -237,14 +259,17 @@ class Grimoire:
     # -- entries --------------------------------------------------------------------------
 
     def entry_add(self, **params: Any) -> dict[str, Any]:
+        self._writable("entry.add")
         from grimoire.methods.entry import add_entry
 
         return add_entry(self._ctx, params)
 
     def entry_get(self, id: str) -> dict[str, Any]:
+        """One entry by its id or a unique prefix of it (PLAYBOOK.md's short ids)."""
+        from curator.explain import resolve_entry
         from grimoire.methods.entry import get_entry
 
-        return get_entry(self._ctx, id)
+        return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
 
     def entry_list(self, category: str | None = None, status: str | None = None,
                    strategy: str | None = None, limit: int = 100) -> dict[str, Any]:
@@ -266,6 +291,7 @@ class Grimoire:
         return retrieve(self._ctx, params)
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
+        self._writable("outcome.report")
         from grimoire.methods.outcome import outcome_report
 
         return outcome_report(self._ctx, params)
@@ -273,11 +299,13 @@ class Grimoire:
     # -- knowledge graph ------------------------------------------------------------------
 
     def kg_assert(self, **params: Any) -> dict[str, Any]:
+        self._writable("kg.assert")
         from grimoire.methods.kg import kg_assert
 
         return kg_assert(self._ctx, params)
 
     def kg_invalidate(self, id: str, at: int) -> dict[str, Any]:
+        self._writable("kg.invalidate")
         from grimoire.methods.kg import kg_invalidate
 
         return kg_invalidate(self._ctx, id, at)
@@ -301,6 +329,7 @@ class Grimoire:
     # -- causality ------------------------------------------------------------------------
 
     def causal_link(self, **params: Any) -> dict[str, Any]:
+        self._writable("causal.link")
         from grimoire.methods.causal import causal_link
 
         return causal_link(self._ctx, params)
@@ -318,6 +347,7 @@ class Grimoire:
         return playbook_get(self._ctx)
 
     def curator_run(self) -> dict[str, Any]:
+        self._writable("curator.run")
         from curator.cycle.run import run_cycle
 
         return run_cycle(self._ctx)
@@ -325,6 +355,7 @@ class Grimoire:
     def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
              ) -> dict[str, Any]:
         """One heartbeat: write the feed's episodes, distil and curate when due."""
+        self._writable("tick")
         from grimoire.service.heartbeat import run_tick
 
         return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)

@@ -277,6 +277,8 @@ def _left_out_note(header: _Header, shown: int, left_out: int) -> str:
     if header.skipped:
         skipped = (f" {header.skipped} strategy fragment or journal "
                    f"entr{'y is' if header.skipped == 1 else 'ies are'} not listed here.")
+    if left_out == 0 and shown == 0:
+        return f"_The curator has not selected any entry yet._{skipped}"
     if left_out == 0:
         return f"_All {shown} entries the curator selected are shown._{skipped}"
     return (f"_{left_out} of {header.offered} selected entries were left out to keep this file"

@@ -144,13 +144,47 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
                         entries_pruned=summary["entries_pruned"],
                         entries_promoted=summary["entries_promoted"],
                         heuristics_proposed=summary["heuristics_proposed"])
-        log.info("curator.cycle.complete", cycle=cy.number, tick=ctx.tick,
-                 episodes=len(window), duration_ms=summary["duration_ms"],
+        log.info("curator.cycle", cycle=cy.number, tick=ctx.tick, episodes=len(window),
+                 proposed=summary["heuristics_proposed"],
                  promoted=summary["entries_promoted"], demoted=summary["entries_demoted"],
-                 pruned=summary["entries_pruned"])
+                 retired=summary["entries_pruned"], ms=round(summary["duration_ms"]),
+                 playbook=_playbook_line(phases.get("playbook", {})))
         return summary
 
 
+def _playbook_line(result: Mapping[str, Any]) -> str:
+    """``PLAYBOOK.md updated: 2 warnings, 1 heuristic`` (what the file now shows)."""
+    selected = result.get("selected") or {}
+    shown = [f"{n} {k}{'s' if n != 1 else ''}" for k, n in selected.items()
+             if isinstance(n, int) and n]
+    return "PLAYBOOK.md updated: " + (", ".join(shown) if shown else "no rules yet")
+
+
+BACKGROUND_KEY = "curator.background"
+_RUNNING_KEY = "curator.running"
+
+
 def curator_hook(ctx: Context, now: int) -> Mapping[str, Any]:
-    """The heartbeat's curator hook (``Context.curator_hook``)."""
-    return run_cycle(ctx, now)
+    """The heartbeat's curator hook (``Context.curator_hook``).
+
+    In-process (tests, a program's ``tick``) the cycle runs on the caller's thread.
+    The daemon puts an executor in ``ctx.extras[BACKGROUND_KEY]``: the cycle then runs
+    on it, beside the heartbeat (its phases read snapshots and write through the single
+    writer in short transactions), so a long cycle never makes the heartbeat skip ticks.
+    A cycle still running when the next is due is not doubled: that one is skipped.
+    """
+    background = ctx.extras.get(BACKGROUND_KEY)
+    if background is None:
+        return run_cycle(ctx, now)
+    running = ctx.extras.get(_RUNNING_KEY)
+    if running is not None and not running.done():
+        return {"skipped": "the previous cycle is still running"}
+    ctx.extras[_RUNNING_KEY] = background.submit(_background_cycle, ctx, now)
+    return {"started": "in the background"}
+
+
+def _background_cycle(ctx: Context, now: int) -> None:
+    try:
+        run_cycle(ctx, now)
+    except Exception as exc:  # logged with its traceback (run_cycle logs the phase)
+        log.error("curator.cycle.failed", error=repr(exc))

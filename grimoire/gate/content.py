@@ -3,7 +3,8 @@
 A knowledge entry must state something: "ok", "gas high" or "!!!" is a word
 or two with no claim, and once admitted it would be listed in PLAYBOOK.md as
 if it were knowledge. The rule is structural, not a word list: the text must
-hold at least ``MIN_WORDS`` words (runs of letters or digits). Pure: text in,
+hold at least ``MIN_WORDS`` words (runs of two or more letters: numbers alone say
+nothing, "1 2 3" is not a claim). Pure: text in,
 a reason or None out.
 """
 
@@ -16,7 +17,7 @@ from grimoire.errors import ValidationError
 __all__ = ["MIN_WORDS", "contentless_reason", "require_content"]
 
 MIN_WORDS = 3
-_WORD = re.compile(r"[^\W_]+")
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
 def contentless_reason(text: str) -> str | None:

@@ -24,6 +24,6 @@ def make_report(config: Config, out: Path) -> tuple[Path, int]:
                           "pass the data directory of a store with --data")
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory: name the HTML file to write")
-    with Grimoire.open(config=config) as g:
+    with Grimoire.open(config=config, read_only=True) as g:
         data = collect(g.context)
     return out, write_report(data, out)

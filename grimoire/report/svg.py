@@ -38,8 +38,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5, *, integer: bool = False) -
     (whole numbers only with ``integer``: cycles, days)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return [0.0]
-    # A range too narrow to tell apart at this magnitude is drawn as a constant.
-    if hi - lo <= max(abs(lo), abs(hi)) * 1e-9:
+    # A range too narrow to tell apart at this magnitude (or below a millionth: the report's
+    # numbers are confidences, counts and milliseconds) is drawn as a constant.
+    if hi - lo <= max(abs(lo), abs(hi)) * 1e-9 or hi - lo < 1e-6:
         hi = lo + max(1.0, abs(lo) * 0.1)
     raw = (hi - lo) / max(1, count)
     mag = 10 ** math.floor(math.log10(raw))

@@ -17,7 +17,7 @@ from typing import Any
 
 from grimoire.errors import ValidationError
 
-__all__ = ["METHODS", "MethodSpec", "dispatch", "suggest"]
+__all__ = ["METHODS", "MethodSpec", "dispatch", "suggest", "suggest_method"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +104,32 @@ def dispatch(target: Any, method: str, params: Mapping[str, Any] | None) -> Any:
         inspect.signature(fn).bind(**params)
     except TypeError as exc:
         raise ValidationError(_explain_binding(fn, params, exc), field="params") from None
+    check_text(params)
     return fn(**params)
+
+
+def suggest_method(name: str) -> str:
+    """``" (did you mean episode.write?)"`` for a mistyped method name, else ``""``."""
+    close = suggest(name)
+    return f" (did you mean {close}?)" if close else ""
+
+
+def check_text(value: Any, where: str = "params") -> None:
+    """Refuse strings that cannot be encoded as UTF-8 (a lone surrogate from JSON's
+    ``\\ud800``): they would fail deep in the embedder or the stores instead of here."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(
+                f"is not valid Unicode text (a lone surrogate {value[exc.start]!r} at "
+                f"character {exc.start}); send UTF-8 text", field=where) from None
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(item, f"{where}.{key}" if where != "params" else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_text(item, f"{where}[{i}]")
 
 
 def _explain_binding(fn: Any, params: Mapping[str, Any], exc: TypeError) -> str:

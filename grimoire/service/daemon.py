@@ -44,7 +44,7 @@ from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
 from grimoire.logs import get_logger
 from grimoire.service.datadir import check_feed_kind
-from grimoire.service.heartbeat import run_tick
+from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
 from grimoire.service.systemd import Notifier
 
@@ -55,10 +55,12 @@ log = get_logger(__name__)
 
 DEFAULT_TICK_SECONDS = 40.0
 JSONL_META = "feed.jsonl"
+CURATOR_BACKGROUND = BACKGROUND_KEY  # the learning thread: distillations, curator cycles
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # A repeat within this many seconds is the same stop delivered twice (`timeout -s INT` signals
 # the process and then its process group), not an operator insisting: it does not kill.
 REPEAT_DEBOUNCE_S = 0.5
+SKIP_WARN_EVERY_S = 60.0  # skipped ticks are warned about at most once a minute
 
 
 class AcceleratedClock:
@@ -155,9 +157,15 @@ class Daemon:
         self._stop: asyncio.Event | None = None
         self.ticks_run = 0
         self.ticks_failed = 0
+        self._skip_warned_at: float | None = None
+        self._skipped_unreported = 0
         self._feed_rejected_seen = 0
         self.server: Server | None = None
         self._tick_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heartbeat")
+        # Distillations and curator cycles run on one learning thread beside the heartbeat.
+        self._curator_executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="learning")
+        g.context.extras[CURATOR_BACKGROUND] = self._curator_executor
         g.context.extras["daemon_status"] = self.stats
 
     # -- state ----------------------------------------------------------------------------
@@ -195,11 +203,24 @@ class Daemon:
             raise
         finally:
             self.ticks_run += 1
-            skipped = self.schedule.advance(self._monotonic())
+            ended = self._monotonic()
+            skipped = self.schedule.advance(ended)
             if skipped:
-                log.warning("heartbeat.ticks.skipped", skipped=skipped,
-                            total=self.schedule.skipped, interval_s=self.interval_s)
+                self._report_skipped(skipped, ended)
         return summary
+
+    def _report_skipped(self, skipped: int, now: float) -> None:
+        """One warning per ``SKIP_WARN_EVERY_S`` at most, counting the skips since the last
+        (a loaded machine at high ``--speed`` would otherwise warn on every other tick)."""
+        self._skipped_unreported += skipped
+        if self._skip_warned_at is not None and now - self._skip_warned_at < SKIP_WARN_EVERY_S:
+            log.debug("heartbeat.ticks.skipped", skipped=skipped, total=self.schedule.skipped)
+            return
+        log.warning("heartbeat.ticks.skipped", skipped=self._skipped_unreported,
+                    total=self.schedule.skipped, interval_s=self.interval_s,
+                    hint="ticks overran their interval (a loaded machine, or --speed too "
+                    "high); the missed ones are skipped, not replayed")
+        self._skip_warned_at, self._skipped_unreported = now, 0
 
     def _feed_meta(self) -> dict[str, Any]:
         if isinstance(self.feed, JsonlFeed):
@@ -229,9 +250,6 @@ class Daemon:
                 self._feed_rejected_seen = 0
                 feed.close()
             raise
-        if "curator" in summary:
-            # The cycle's summary carries the tick it ran at; it is the heartbeat's tick.
-            log.info("heartbeat.curator", **{**summary["curator"], "tick": summary["tick"]})
         return summary
 
     async def _heartbeat(self) -> None:
@@ -280,10 +298,11 @@ class Daemon:
         watchdog = asyncio.create_task(self._watchdog())
         await self._stop.wait()
         self.notifier.stopping()
-        watchdog.cancel()
         await self.server.stop()
         await heartbeat
+        watchdog.cancel()
         self._tick_executor.shutdown(wait=True)
+        self._curator_executor.shutdown(wait=True)  # a running cycle ends before the close
         return 0
 
     async def _watchdog(self) -> None:
@@ -386,6 +405,7 @@ def run_daemon(config: Config) -> int:
             semantic = g.context.semantic
             clock.start_ms = max(clock.start_ms, int(semantic.get_meta("clock_ms", 0)),
                                  int(semantic.get_meta("last_tick_ms", 0)))
+        g.context.events.simulated = isinstance(clock, AcceleratedClock)
         feed = open_feed(config, g)
         daemon = Daemon(g, feed, config)
         log.info("daemon.opened", seconds=round(time.monotonic() - started, 3))

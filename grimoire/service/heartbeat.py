@@ -14,7 +14,8 @@ tick:
    jsonl feed's byte offset);
 4. distils each strategy that has ``distiller.every_episodes`` new episodes
    (``Context.distill_hook``), and runs the curator every
-   ``curator.every_ticks`` ticks (``Context.curator_hook``).
+   ``curator.every_ticks`` ticks (``Context.curator_hook``); in the daemon both
+   run on its learning thread (``BACKGROUND_KEY``) so a tick never waits for them.
 
 An unwired hook is reported as such in the tick's summary, never faked. A
 hook that fails is logged with its traceback and reported in the summary;
@@ -31,7 +32,12 @@ from grimoire.context import Context
 from grimoire.logs import get_logger
 from grimoire.methods.episode import write_feed_episodes
 
-__all__ = ["due_strategies", "run_tick"]
+__all__ = ["BACKGROUND_KEY", "due_strategies", "run_tick"]
+
+# ctx.extras[BACKGROUND_KEY]: the daemon's one learning thread (an executor). When set,
+# distillations and curator cycles run there, beside the heartbeat, one at a time; their
+# phases read snapshots and write through the single writer in short transactions.
+BACKGROUND_KEY = "curator.background"
 
 log = get_logger(__name__)
 
@@ -52,6 +58,14 @@ def _hook_failed(name: str, tick: int, exc: Exception, **fields: Any) -> dict[st
     log.error("heartbeat.hook.failed", hook=name, tick=tick, error=repr(exc), exc_info=exc,
               **fields)
     return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _background_distill(ctx: Context, strategy: str | None, now: int, tick: int) -> None:
+    assert ctx.distill_hook is not None
+    try:
+        ctx.distill_hook(ctx, strategy, now)
+    except Exception as exc:
+        _hook_failed("distill", tick, exc, strategy=strategy)
 
 
 def run_tick(
@@ -95,10 +109,16 @@ def run_tick(
     summary["flushed"] = ctx.writer.call(flush_and_persist)
 
     distilled: list[dict[str, Any]] = []
+    background = ctx.extras.get(BACKGROUND_KEY)
     for key in due_strategies(ctx):
         strategy = key or None
         if ctx.distill_hook is None:
             distilled.append({"strategy": strategy, "skipped": "no distiller wired"})
+            continue
+        if background is not None:
+            # The daemon's learning thread: the tick does not wait for the distillation.
+            background.submit(_background_distill, ctx, strategy, now, tick)
+            distilled.append({"strategy": strategy, "started": "in the background"})
             continue
         try:
             distilled.append({"strategy": strategy,

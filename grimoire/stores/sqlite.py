@@ -37,7 +37,7 @@ __all__ = ["Connections", "Synchronous", "connect", "store_errors"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
-# Applied one by one to our connection; library_logging is process-global and is
+# Applied one by one to our connection; apsw.bestpractice.library_logging is process-global
 # left to the entrypoint.
 _BEST_PRACTICE = (
     apsw.bestpractice.connection_wal,

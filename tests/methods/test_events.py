@@ -12,7 +12,7 @@ import structlog
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
-from grimoire.logs import EventLog, configure_logging
+from grimoire.logs import EventLog, configure_logging, iso_ms
 from grimoire.methods.status import EVENT_KINDS
 
 
@@ -29,9 +29,11 @@ def test_emit_logs_a_record_and_keeps_it_queryable() -> None:
                     avg_confidence_after=0.55)
         for i in range(4):
             events.emit("IngestResult", 2000 + i, written=i, rejected=0)
-    assert logs[0] == {"event": "GrimoireDecay", "at": 1000, "entries_decayed": 4,
+    # Logged at debug, the time as ISO-8601.
+    assert logs[0] == {"event": "GrimoireDecay", "at": iso_ms(1000), "entries_decayed": 4,
                        "avg_confidence_before": 0.6, "avg_confidence_after": 0.55,
-                       "log_level": "info"}
+                       "log_level": "debug"}
+    assert iso_ms(1000) == "1970-01-01T00:00:01.000Z"
     assert len(logs) == 5
     assert [e["at"] for e in events.recent()] == [2001, 2002, 2003]  # capacity bounds memory
     assert events.recent(1, "IngestResult")[0]["written"] == 3

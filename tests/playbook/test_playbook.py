@@ -187,6 +187,7 @@ def test_empty_input_still_explains_itself() -> None:
     text = compile_([])
     assert "## Global" in text
     assert "_Nothing here yet" in text
+    assert "_The curator has not selected any entry yet._" in text and "All 0" not in text
     assert front_matter(text)["included"] == {"warnings": 0, "heuristics": 0, "insights": 0,
                                               "causal_links": 0, "told_or_inherited": 0}
 

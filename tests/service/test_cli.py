@@ -119,31 +119,33 @@ def test_commands_against_a_running_server(served: tuple[ServerThread, Grimoire]
     st, g = served
     sock = ["--socket", str(st.path)]
     code, out, _ = _run(capsys, "write", "gas hit 80 gwei", "--type", "observation",
-                        "--metric", "gas_gwei=80", "--strategy", "s1", "--ref", "0xabc", *sock)
+                        "--metric", "gas_gwei=80", "--strategy", "s1", "--ref", "0xabc", "--json",
+                        *sock)
     assert code == 0
     ep_id = json.loads(out)["id"]
     stored = g.episode_get(ep_id)
     assert stored["metrics"] == {"gas_gwei": 80.0} and stored["ref"] == "0xabc"
 
-    code, out, _ = _run(capsys, "call", "episode.get", json.dumps({"id": ep_id}), *sock)
+    code, out, _ = _run(capsys, "call", "episode.get", json.dumps({"id": ep_id}), "--json",
+                        *sock)
     assert code == 0 and json.loads(out)["text"] == "gas hit 80 gwei"
-    code, out, _ = _run(capsys, "health", *sock)
+    code, out, _ = _run(capsys, "health", "--json", *sock)
     assert json.loads(out)["ok"] is True
     code, out, _ = _run(capsys, "status", "--json", *sock)
     assert json.loads(out)["episodes"]["rows"] == 1
 
     code, out, _ = _run(capsys, "kg", "assert", "pool", "0xp", "oracle_dependency",
-                        '{"kind": "oracle", "id": "chainlink"}', "100", *sock)
+                        '{"kind": "oracle", "id": "chainlink"}', "100", "--json", *sock)
     assert code == 0
     triple = json.loads(out)["id"]
-    code, out, _ = _run(capsys, "kg", "at", "pool", "0xp", "150", *sock)
+    code, out, _ = _run(capsys, "kg", "at", "pool", "0xp", "150", "--json", *sock)
     assert [t["id"] for t in json.loads(out)["triples"]] == [triple]
-    code, out, _ = _run(capsys, "kg", "known-at", "pool", "0xp", str(2**41), *sock)
+    code, out, _ = _run(capsys, "kg", "known-at", "pool", "0xp", str(2**41), "--json", *sock)
     assert [t["id"] for t in json.loads(out)["triples"]] == [triple]
     code, out, _ = _run(capsys, "kg", "neighbors", "pool", "0xp", "150", "--max-hops", "1",
-                        *sock)
+                        "--json", *sock)
     assert json.loads(out)["neighbors"][0]["entity"]["id"] == "chainlink"
-    code, out, _ = _run(capsys, "kg", "invalidate", triple, "200", *sock)
+    code, out, _ = _run(capsys, "kg", "invalidate", triple, "200", "--json", *sock)
     assert code == 0 and json.loads(out)["triple"]["valid_to"] == 200
 
     added = g.entry_add(category="warning", content="Avoid swaps on WETH/USDC when gas "

@@ -262,8 +262,8 @@ def test_daemon_step_runs_due_ticks_and_skips_after_a_stalled_one(g: Grimoire) -
 
 def test_a_curator_tick_in_the_daemon_succeeds_and_is_logged(
         tmp_path: Path, clock: FrozenClock) -> None:
-    """The daemon's tick that runs the real curator cycle logs it once and does not fail
-    (the cycle's summary names its tick too: logging both once broke every 50th tick)."""
+    """The daemon's tick starts the real curator cycle on the curator's own thread (beside
+    the heartbeat, which does not wait for it); the cycle logs one line and does not fail."""
     mono = FakeMonotonic()
     with open_g(tmp_path, clock) as g:
         config = g.context.config.replace(**{"daemon.tick_seconds": 1,
@@ -273,10 +273,13 @@ def test_a_curator_tick_in_the_daemon_succeeds_and_is_logged(
         mono.now = 1001.0
         with structlog.testing.capture_logs() as logs:
             summary = d.step()
-        assert summary is not None and "curator" in summary
+            assert summary is not None
+            assert summary["curator"] == {"started": "in the background"}
+            g.context.extras["curator.running"].result(timeout=120)
         assert d.ticks_failed == 0
-        (event,) = [e for e in logs if e["event"] == "heartbeat.curator"]
+        (event,) = [e for e in logs if e["event"] == "curator.cycle"]
         assert event["tick"] == summary["tick"] == 1 and event["cycle"] == 1
+        assert event["playbook"].startswith("PLAYBOOK.md updated: ")
         assert g.context.config.playbook_path.exists()
 
 
@@ -385,3 +388,26 @@ def test_a_failed_tick_reads_the_same_jsonl_lines_again(tmp_path: Path,
         assert sorted(e.text for e in g.context.episodes.scan()) == [
             "line 0", "line 1", "line 2"]
         d.feed.close()
+
+
+def test_skipped_ticks_are_warned_about_at_most_once_a_minute(g: Grimoire) -> None:
+    """Each overrun counts; the warning comes once per minute with the skips since the last."""
+    mono = FakeMonotonic()
+
+    class Stalls(NoneFeed):
+        def poll(self, tick: int, now_ms: int) -> list[dict[str, Any]]:
+            mono.now += 2.5  # every tick overruns its 1 s interval: 2 ticks skipped
+            return []
+
+    config = g.context.config.replace(**{"daemon.tick_seconds": 40, "daemon.speed": 40})
+    d = Daemon(g, Stalls(), config, monotonic=mono)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(30):  # 30 ticks, 90 fake seconds
+            mono.now = max(mono.now, d.schedule.next_due)
+            d.step()
+    warned = [e for e in logs if e["event"] == "heartbeat.ticks.skipped"
+              and e["log_level"] == "warning"]
+    assert len(warned) == 2  # at the first overrun, and once the minute had passed
+    assert warned[0]["skipped"] == 2
+    assert sum(e["skipped"] for e in warned) < d.schedule.skipped == 60
+    assert g.status()["daemon"]["ticks_skipped"] == 60

@@ -1,0 +1,60 @@
+"""Reach a data directory: through the daemon's socket when one listens, else directly.
+
+Reads (``status``, ``explain``, ``playbook``, ``retrieve``, ``entry.*``, ``kg``
+queries) work whether or not a daemon runs: with no daemon listening the CLI
+opens the directory itself with ``Grimoire.open(read_only=True)``. Writes need
+the daemon (one writer per data directory).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from grimoire.config import Config
+from grimoire.errors import ProtocolError
+from grimoire.service.api import METHODS, dispatch
+
+__all__ = ["call", "daemon_listening", "has_data"]
+
+
+def daemon_listening(path: Path) -> bool:
+    """True when something accepts connections on the socket (a stale file is not enough)."""
+    if not path.exists():
+        return False
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(2.0)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return True
+
+
+def has_data(config: Config) -> bool:
+    return (Path(config.data_dir) / "semantic.sqlite").exists()
+
+
+def call(config: Config, method: str, params: dict[str, Any]) -> Any:
+    """``method`` on the daemon if it listens, else on a read-only open of the directory."""
+    from grimoire.service.client import Client
+
+    if daemon_listening(config.socket):
+        with Client(config.socket) as client:
+            return client.call(method, params)
+    spec = METHODS.get(method)
+    if spec is not None and spec.mutates:
+        raise ProtocolError(
+            f"{method} changes the memory and needs the daemon, but nothing is listening on "
+            f"{config.socket}: is `grimoire run --data {config.data_dir}` running?")
+    if not has_data(config):
+        raise ProtocolError(
+            f"no daemon socket at {config.socket} and no Grimoire data in {config.data_dir}: "
+            "is `grimoire run` running with this data directory?")
+    from grimoire.grimoire import Grimoire
+
+    with Grimoire.open(config=config, read_only=True) as g:
+        return dispatch(g, method, params)

@@ -1,0 +1,96 @@
+"""The parser and ``main``: the one place where errors become messages and exit codes.
+
+Exit codes: 0 done; 1 an error the user can act on (bad input, no daemon, a
+data directory that cannot be used), with one line on stderr naming the
+value or path; 2 bad configuration or arguments. No traceback reaches the
+user for bad input or environment; a broken pipe (``| head``) ends quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from grimoire import __version__
+from grimoire.cli.commands import COMMANDS
+from grimoire.errors import ConfigError, GrimoireError
+from grimoire.service.api import METHODS
+
+__all__ = ["GLOSSARY", "build_parser", "main", "methods_epilog"]
+
+# The domain's words, one line each (grimoire --help; PLAYBOOK.md's header explains its own).
+GLOSSARY = {
+    "episode": "one thing that happened, as the agent wrote it (raw memory)",
+    "entry": "a piece of knowledge distilled from episodes: warning, heuristic, insight…",
+    "curator": "the periodic cycle that validates, promotes, decays and retires entries",
+    "PLAYBOOK.md": "the curator's summary of what the agent has learned, for agent and owner",
+    "bloodstain": "knowledge an agent wrote as it died: costly to fake, decays 3x slower",
+    "clade": "the agent's sibling agents; knowledge shared by them (confidence x0.8)",
+    "replicant": "a copy of this agent running a trial; its reports count as its own",
+    "styx": "the shared knowledge service; a predecessor's death bundle comes through it",
+    "lethe": "Styx's public commons; entries from there are trusted least (x0.5)",
+    "TCMF": "temporal-causal memory fusion: retrieval boosts items causally linked to the query",
+    "Mattar-Daw": "replay choice by expected learning value (Mattar & Daw 2018)",
+    "seed 00N": "the design documents Grimoire implements (000 TCMF … 004 the main spec)",
+    "regime": "the market's state when something happened (e.g. high_gas, trending)",
+}
+
+
+def methods_epilog(with_params: bool = False) -> str:
+    """The method table (api.METHODS, which the server validates against) as help text."""
+    lines = ["methods (grimoire call METHOD JSON):"]
+    for spec in METHODS.values():
+        lines.append(f"  {spec.name:<20} {spec.summary}")
+        if with_params:
+            lines.append(f"  {'':<20}   params {spec.params}")
+    return "\n".join(lines)
+
+
+def _epilog() -> str:
+    words = "\n".join(f"  {k:<12} {v}" for k, v in GLOSSARY.items())
+    return f"{methods_epilog()}\n\nwords:\n{words}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grimoire",
+        description="Grimoire: the local, offline memory daemon of an autonomous agent.",
+        epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"grimoire {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMANDS:
+        register(sub)
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"grimoire: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # OpenBLAS worker threads spin after each call and starve the daemon's other threads
+    # (measured: SQLite reads 0.7-4 ms alone, 15-20 ms next to BLAS). numpy is first
+    # imported below this line (by the daemon), so the setting takes effect.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as exc:
+        return _fail(f"configuration error: {exc}", 2)
+    except GrimoireError as exc:
+        return _fail(f"{type(exc).__name__}: {exc}", 1)
+    except BrokenPipeError:
+        # The reader went away (`grimoire status --json | head`): end quietly; point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:  # the environment: a path that cannot be read or written
+        where = f" {exc.filename}" if exc.filename else ""
+        return _fail(f"{exc.strerror or exc}{where}", 1)

@@ -1,0 +1,142 @@
+"""Short human views of the API's answers; ``--json`` prints the answer itself.
+
+Each view is a function of the method's result; a method without its own view
+prints its answer as indented JSON. Non-ASCII text prints as is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["VIEWS", "dumps", "render"]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _when(ms: Any) -> str:
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _clip(text: Any, width: int) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _status(r: Mapping[str, Any]) -> str:
+    ep = r.get("episodes") or {}
+    en = r.get("entries") or {}
+    gr = r.get("graph") or {}
+    out = [f"grimoire {r.get('version', '?')}  data {r.get('data_dir', '?')}  "
+           f"tick {r.get('tick', 0)}",
+           f"episodes  {ep.get('rows', 0)} ({ep.get('buffered_rows', 0)} buffered), "
+           f"{ep.get('disk_bytes', 0) / 1e6:.1f} MB",
+           f"entries   {en.get('total', 0)}: "
+           + (", ".join(f"{k} {v}" for k, v in sorted((en.get("by_category") or {}).items()))
+              or "none"),
+           f"graph     {gr.get('triples', 0)} facts ({gr.get('open', 0)} open), "
+           f"{gr.get('subjects', 0)} subjects"]
+    cycle = r.get("last_curator_cycle")
+    if isinstance(cycle, Mapping):
+        out.append(f"curator   cycle {cycle.get('cycle')} at {_when(cycle.get('now'))}: "
+                   f"{cycle.get('entries_promoted', 0)} promoted, "
+                   f"{cycle.get('entries_pruned', 0)} retired")
+    else:
+        out.append("curator   no cycle yet")
+    daemon = r.get("daemon")
+    if isinstance(daemon, Mapping):
+        out.append(f"daemon    pid {daemon.get('pid')}, feed {daemon.get('feed')}, "
+                   f"{daemon.get('ticks_run', 0)} ticks ({daemon.get('ticks_skipped', 0)} "
+                   "skipped)")
+    else:
+        out.append("daemon    not running (read from disk)")
+    health = r.get("health") or {}
+    flagged = [f"{k}={v.get('value')} ({v.get('flag')})" for k, v in health.items()
+               if isinstance(v, Mapping) and v.get("value") is not None
+               and v.get("flag") not in (None, "healthy", "insufficient", "info")]
+    out.append("health    " + ("; ".join(flagged) if flagged else "no alarms"))
+    out.append("(grimoire status --json for every number)")
+    return "\n".join(out)
+
+
+def _retrieve(r: Mapping[str, Any]) -> str:
+    items = r.get("items") or []
+    rows = [[str(i.get("rank", "")), f"{i.get('score', 0):.3f}",
+             str(i.get("category") or i.get("kind", "")), str(i.get("id", ""))[:13],
+             _clip(i.get("content", ""), 70)] for i in items]
+    head = (f"{len(items)} item(s), {r.get('tokens', 0)} of {r.get('max_tokens', '?')} "
+            f"tokens, mode {r.get('mode')}, retrieval {r.get('retrieval_id')}")
+    return head + ("\n" + _table(rows, ["#", "score", "kind", "id", "content"])
+                   if rows else "")
+
+
+def _entries(r: Mapping[str, Any]) -> str:
+    items = r.get("entries") or []
+    rows = [[str(e.get("id", ""))[:13], str(e.get("category", "")), str(e.get("status", "")),
+             f"{e.get('confidence', 0):.2f}", _clip(e.get("content", ""), 70)] for e in items]
+    return f"{len(items)} entr{'y' if len(items) == 1 else 'ies'}" + (
+        "\n" + _table(rows, ["id", "category", "status", "conf", "content"]) if rows else "")
+
+
+def _triples(r: Mapping[str, Any]) -> str:
+    items = r.get("triples") or []
+
+    def obj(o: Any) -> str:
+        return f"{o.get('kind')}:{o.get('id')}" if isinstance(o, Mapping) else str(o)
+
+    rows = [[str(t.get("id", ""))[:13], str(t.get("predicate", "")), _clip(obj(t.get("object")),
+             40), f"{t.get('valid_from')}..{t.get('valid_to') or ''}"] for t in items]
+    return f"{len(items)} fact(s)" + (
+        "\n" + _table(rows, ["id", "predicate", "object", "valid blocks"]) if rows else "")
+
+
+def _curate(r: Mapping[str, Any]) -> str:
+    pb = (r.get("phases") or {}).get("playbook") or {}
+    sel = ", ".join(f"{n} {k}" for k, n in (pb.get("selected") or {}).items() if n)
+    return (f"curator cycle {r.get('cycle')}: {r.get('episodes', 0)} episodes read, "
+            f"{r.get('entries_promoted', 0)} promoted, {r.get('entries_demoted', 0)} demoted, "
+            f"{r.get('entries_pruned', 0)} retired, {r.get('heuristics_proposed', 0)} "
+            f"heuristics proposed in {r.get('duration_ms', 0):.0f} ms; "
+            f"PLAYBOOK.md updated: {sel or 'no rules yet'}")
+
+
+def _text(key: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda r: str(r.get(key, "")).rstrip("\n")
+
+
+VIEWS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "status": _status,
+    "health": lambda r: (f"ok: grimoire {r.get('version')}, tick {r.get('tick')}, "
+                         f"up {r.get('uptime_s')} s"),
+    "retrieve": _retrieve,
+    "entry.list": _entries,
+    "entry.explain": _text("text"),
+    "playbook.get": _text("markdown"),
+    "curator.run": _curate,
+    "kg.at": _triples,
+    "kg.known_at": _triples,
+    "episode.write": lambda r: f"written: episode {r.get('id')}",
+    "entry.add": lambda r: dumps(r),
+}
+
+
+def render(method: str, result: Any, as_json: bool) -> str:
+    """The text to print for ``method``'s ``result``."""
+    view = VIEWS.get(method)
+    if as_json or view is None or not isinstance(result, Mapping):
+        return dumps(result)
+    return view(result)
