@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from grimoire.errors import ValidationError
 from grimoire.records import Category, GrimoireEntry, Provenance
+from playbook.glossary import words_used
 from playbook.items import PlaybookItem, as_item
 from playbook.render_text import clean_inline, render_claim, short_ids
 
@@ -192,12 +193,14 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
         "told_or_inherited": sum(r.kind == "unconfirmed" for r in kept),
     }
     left_out = header.offered - len(kept)
+    preamble = _preamble(header)
     blocks: list[list[str]] = [
         _front_matter(header, counts, left_out),
         ["# PLAYBOOK"],
-        *_preamble(header),
+        *preamble,
         [_left_out_note(header, len(kept), left_out)],
     ]
+    head = 2 + len(preamble)  # where the header's explanations end
     sections: dict[tuple[int, str], dict[Category | str, list[_Row]]] = {(0, ""): {}}
     for row in kept:
         sections.setdefault(row.section, {}).setdefault(row.kind, []).append(row)
@@ -215,6 +218,12 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
             if rows:
                 blocks.append([f"### {_KIND_TITLES[kind]} ({len(rows)})"])
                 blocks.append([_line(r, shorts, supports, texts[r.entry.id]) for r in rows])
+    # The domain's words that appear below, explained in the header (playbook.glossary).
+    body = [line for block in blocks[head + 1:] for line in block]
+    used = words_used(body)
+    if used:
+        blocks.insert(head, ["Words used below:",
+                          *(f"- **{word}**: {meaning}." for word, meaning in used)])
     lines: list[str] = []
     for block in blocks:
         if lines:
@@ -302,6 +311,8 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
         meta.append(entry.category.value.replace("_", " "))
     elif row.kind == "support":
         meta.append("insight" if entry.category is Category.INSIGHT else "causal link")
+    if entry.is_bloodstain:
+        meta.append("bloodstain")
     meta += [
         f"conf {row.item.effective_confidence:.2f}",
         f"✓{entry.validated_count} ✗{entry.contradicted_count}",

@@ -17,26 +17,9 @@ from grimoire import __version__
 from grimoire.cli.commands import COMMANDS
 from grimoire.errors import ConfigError, GrimoireError
 from grimoire.service.api import METHODS
+from playbook.glossary import GLOSSARY
 
 __all__ = ["GLOSSARY", "build_parser", "main", "methods_epilog"]
-
-# The domain's words, one line each (grimoire --help; PLAYBOOK.md's header explains its own).
-GLOSSARY = {
-    "episode": "one thing that happened, as the agent wrote it (raw memory)",
-    "entry": "a piece of knowledge distilled from episodes: warning, heuristic, insight…",
-    "curator": "the periodic cycle that validates, promotes, decays and retires entries",
-    "PLAYBOOK.md": "the curator's summary of what the agent has learned, for agent and owner",
-    "bloodstain": "knowledge an agent wrote as it died: costly to fake, decays 3x slower",
-    "clade": "the agent's sibling agents; knowledge shared by them (confidence x0.8)",
-    "replicant": "a copy of this agent running a trial; its reports count as its own",
-    "styx": "the shared knowledge service; a predecessor's death bundle comes through it",
-    "lethe": "Styx's public commons; entries from there are trusted least (x0.5)",
-    "TCMF": "temporal-causal memory fusion: retrieval boosts items causally linked to the query",
-    "Mattar-Daw": "replay choice by expected learning value (Mattar & Daw 2018)",
-    "seed 00N": "the design documents Grimoire implements (000 TCMF … 004 the main spec)",
-    "regime": "the market's state when something happened (e.g. high_gas, trending)",
-}
-
 
 def methods_epilog(with_params: bool = False) -> str:
     """The method table (api.METHODS, which the server validates against) as help text."""

@@ -59,7 +59,9 @@ def upsert_edge(conn: apsw.Connection, edge: CausalEdge, now: int) -> CausalEdge
     """Insert ``edge`` or replace the values of the edge with the same (cause, effect, kind).
 
     ``created_at`` is kept from the first insert; ``updated_at`` becomes ``now``
-    (``edge.created_at``/``updated_at`` are used when non-zero, e.g. on import).
+    (``edge.created_at``/``updated_at`` are used when non-zero, e.g. on import). A
+    relationship or lag left out (None) keeps the stored one: re-linking a pair to change
+    its weight never erases what was said about it.
     """
     e = edge.validate()
     created = e.created_at or now
@@ -67,7 +69,8 @@ def upsert_edge(conn: apsw.Connection, edge: CausalEdge, now: int) -> CausalEdge
     conn.execute(
         f"INSERT INTO causal_edges ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (cause_id, effect_id, kind) DO UPDATE SET weight = excluded.weight, "
-        "relationship = excluded.relationship, lag_ms = excluded.lag_ms, "
+        "relationship = COALESCE(excluded.relationship, causal_edges.relationship), "
+        "lag_ms = COALESCE(excluded.lag_ms, causal_edges.lag_ms), "
         "evidence_count = excluded.evidence_count, updated_at = excluded.updated_at",
         (e.cause_id, e.effect_id, e.kind.value, e.weight, e.relationship, e.lag_ms,
          e.evidence_count, created, updated),

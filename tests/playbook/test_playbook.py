@@ -348,3 +348,23 @@ def test_told_and_inherited_entries_stand_apart_until_an_outcome_confirms_them()
     text = compile_([learned, confirmed])
     assert [line for line in text.splitlines() if line.startswith("###")] == [
         "### Warnings: avoid these (2)"]
+
+
+def test_the_header_explains_the_domain_words_the_file_uses_and_only_those() -> None:
+    """Issue 13: no word of jargon reaches the owner unexplained. A bloodstain warning and
+    an entry from the Clade bring their words into the header; a file without them has no
+    such block."""
+    plain = compile_([make_entry(category=Category.WARNING, content="Avoid LP during CPI")])
+    assert "Words used below" not in plain
+    stain = replace(
+        make_entry(category=Category.WARNING, content="Never bridge during an outage"),
+        is_bloodstain=True)
+    shared = make_entry(category=Category.HEURISTIC, content="Prefer limit orders on size",
+                        provenance=Provenance.CLADE)
+    text = compile_([stain, shared])
+    _, _, body = text.partition("Words used below:")
+    assert body, text
+    words = [line for line in body.splitlines() if line.startswith("- **")]
+    assert [w.split("**")[1] for w in words] == ["bloodstain", "clade"]
+    assert "· bloodstain ·" in next(x for x in text.splitlines() if "Never bridge" in x)
+    assert text.index("Words used below:") < text.index("\n## Global\n")

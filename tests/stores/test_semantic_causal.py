@@ -17,14 +17,17 @@ from tests.stores.test_semantic_support import clock, dump, store
 __all__ = ["clock", "store"]  # fixtures
 
 
-def test_upsert_inserts_then_replaces_values_keeping_created_at(store: SemanticStore) -> None:
+def test_upsert_replaces_values_keeping_created_at_and_what_was_said(
+        store: SemanticStore) -> None:
     first = store.upsert_edge(CausalEdge("ep-1", "ep-2", weight=0.4, relationship="gas spike",
                                          lag_ms=60_000), now=100)
     assert (first.created_at, first.updated_at, first.kind) == (100, 100, EdgeKind.EXPLICIT)
     second = store.upsert_edge(CausalEdge("ep-1", "ep-2", weight=0.7, evidence_count=3),
                                now=200)
     assert (second.created_at, second.updated_at) == (100, 200)
-    assert (second.weight, second.evidence_count, second.relationship) == (0.7, 3, None)
+    # Left out, the relationship and lag are kept: re-linking never erases them (issue 13).
+    assert (second.weight, second.evidence_count, second.relationship, second.lag_ms) == (
+        0.7, 3, "gas spike", 60_000)
     assert store.get_edge("ep-1", "ep-2") == second
     other_kind = store.upsert_edge(CausalEdge("ep-1", "ep-2", EdgeKind.DISCOVERED, 0.2), now=300)
     assert len(store.list_edges()) == 2
