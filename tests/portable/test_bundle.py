@@ -71,6 +71,12 @@ def test_round_trip_at_discounted_confidence(bundle: Path, tmp_path: Path,
         # the heuristic is never promoted without a local validation
         g.curator_run()
         assert g.entry_get(h["id"])["status"] == "candidate"
+        # PLAYBOOK.md shows it as inherited, apart from what this agent learned
+        text = g.playbook_get()["markdown"]
+        apart = text.index("### Told or inherited, not yet confirmed by outcomes")
+        line = next(x for x in text.splitlines() if "fees eat the whole gain" in x)
+        assert "· inherited · warning ·" in line and "· bloodstain ·" in line
+        assert text.index(line) > apart and "### Warnings: avoid these" not in text
         # it re-earns standing only through local outcomes
         decided = g.retrieve(query="RSI oversold with declining volume: enter?", k=5,
                              kinds=["entry"], mode="deciding")
