@@ -79,6 +79,8 @@ def _content_hash(category: str, content: str) -> str:
 def publish(ctx: Context, uri: str, agent: str | None = None) -> dict[str, Any]:
     """Publish this agent's warnings and active heuristics; returns how many were new."""
     origin = agent_name(ctx, agent)
+    # Wall time, not ctx.now(): the table is shared by agents whose clocks may be
+    # simulated (--speed) and differ; publication time must mean the same to all of them.
     now = int(time.time() * 1000)
     rows = []
     warnings = entry_items(ctx, 0.0, origin, categories=(Category.WARNING,),
