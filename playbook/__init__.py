@@ -5,9 +5,15 @@ curator chooses the entries and their decayed confidence; this package lays
 them out (``compile_playbook``) and replaces the file (``write_atomic``).
 """
 
-from playbook.compiler import FORMAT_VERSION, compile_listing, compile_playbook, iso_utc
+from playbook.compiler import (
+    FORMAT_VERSION,
+    compile_listing,
+    compile_playbook,
+    iso_utc,
+    updated_line,
+)
 from playbook.io import write_atomic
 from playbook.items import PlaybookItem
 
 __all__ = ["FORMAT_VERSION", "PlaybookItem", "compile_listing", "compile_playbook", "iso_utc",
-           "write_atomic"]
+           "updated_line", "write_atomic"]

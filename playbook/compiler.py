@@ -351,3 +351,13 @@ def _check_counts(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
         _check_int(value, f"counts.{key}")
         out.append((key, value))
     return tuple(sorted(out))
+
+
+def updated_line(selected: Mapping[str, object]) -> str:
+    """``PLAYBOOK.md updated: 2 warnings, 1 causal link`` from a cycle's selected counts
+    (the daemon's log line and ``grimoire curate`` say it the same way); the keys are
+    categories (``warning``, ``causal_link``)."""
+    shown = [f"{n} {k.replace('_', ' ')}{'s' if n != 1 else ''}"
+             for k, n in selected.items() if isinstance(n, int) and not isinstance(n, bool) and n]
+    return "PLAYBOOK.md updated: " + (", ".join(shown) if shown else "nothing selected yet")
+

@@ -154,10 +154,9 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
 
 def _playbook_line(result: Mapping[str, Any]) -> str:
     """``PLAYBOOK.md updated: 2 warnings, 1 heuristic`` (what the file now shows)."""
-    selected = result.get("selected") or {}
-    shown = [f"{n} {k}{'s' if n != 1 else ''}" for k, n in selected.items()
-             if isinstance(n, int) and n]
-    return "PLAYBOOK.md updated: " + (", ".join(shown) if shown else "no rules yet")
+    from playbook import updated_line
+
+    return updated_line(result.get("selected") or {})
 
 
 BACKGROUND_KEY = "curator.background"

@@ -106,12 +106,13 @@ def _triples(r: Mapping[str, Any]) -> str:
 
 def _curate(r: Mapping[str, Any]) -> str:
     pb = (r.get("phases") or {}).get("playbook") or {}
-    sel = ", ".join(f"{n} {k}" for k, n in (pb.get("selected") or {}).items() if n)
+    from playbook import updated_line
+
     return (f"curator cycle {r.get('cycle')}: {r.get('episodes', 0)} episodes read, "
             f"{r.get('entries_promoted', 0)} promoted, {r.get('entries_demoted', 0)} demoted, "
             f"{r.get('entries_pruned', 0)} retired, {r.get('heuristics_proposed', 0)} "
             f"heuristics proposed in {r.get('duration_ms', 0):.0f} ms; "
-            f"PLAYBOOK.md updated: {sel or 'no rules yet'}")
+            f"{updated_line(pb.get('selected') or {})}")
 
 
 def _text(key: str) -> Callable[[Mapping[str, Any]], str]:

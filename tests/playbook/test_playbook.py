@@ -368,3 +368,11 @@ def test_the_header_explains_the_domain_words_the_file_uses_and_only_those() -> 
     assert [w.split("**")[1] for w in words] == ["bloodstain", "clade"]
     assert "· bloodstain ·" in next(x for x in text.splitlines() if "Never bridge" in x)
     assert text.index("Words used below:") < text.index("\n## Global\n")
+
+
+def test_the_updated_line_names_categories_in_words() -> None:
+    from playbook import updated_line
+
+    assert updated_line({"warning": 2, "heuristic": 1, "causal_link": 1, "insight": 0}) == (
+        "PLAYBOOK.md updated: 2 warnings, 1 heuristic, 1 causal link")
+    assert updated_line({}) == "PLAYBOOK.md updated: nothing selected yet"
