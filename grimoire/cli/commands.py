@@ -92,13 +92,9 @@ def register_run(sub: Sub) -> None:
         overrides = {"daemon.feed": args.feed, "daemon.scenario": args.scenario,
                      "daemon.speed": args.speed, "daemon.tick_seconds": args.tick_seconds,
                      "daemon.max_ticks": args.max_ticks, "log_level": args.log_level}
+        # A relative data_dir is resolved once, by run_daemon (under systemd the working
+        # directory is /), which logs both the path given and the absolute one it uses.
         config = load(args, **overrides)
-        # A relative data_dir is resolved once, here (under systemd the working directory
-        # is /), and the daemon logs the absolute path it uses.
-        resolved = {"data_dir": str(Path(config.data_dir).expanduser().resolve())}
-        if config.socket_path:
-            resolved["socket_path"] = str(Path(config.socket_path).expanduser().resolve())
-        config = config.replace(**resolved)
         configure_logging(config.log_level, json=True if args.json else None)
         return run_daemon(config)
 
