@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grimoire.errors import ValidationError
+from grimoire.records.text import require_unicode
 
 __all__ = ["METHODS", "MethodSpec", "dispatch", "suggest", "suggest_method"]
 
@@ -116,14 +117,10 @@ def suggest_method(name: str) -> str:
 
 def check_text(value: Any, where: str = "params") -> None:
     """Refuse strings that cannot be encoded as UTF-8 (a lone surrogate from JSON's
-    ``\\ud800``): they would fail deep in the embedder or the stores instead of here."""
+    ``\\ud800``), anywhere in the params: they would fail deep in the embedder or the
+    stores instead of here. The message is the records' own (``require_unicode``)."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(
-                f"is not valid Unicode text (a lone surrogate {value[exc.start]!r} at "
-                f"character {exc.start}); send UTF-8 text", field=where) from None
+        require_unicode(value, where)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             check_text(item, f"{where}.{key}" if where != "params" else str(key))
