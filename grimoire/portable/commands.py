@@ -37,7 +37,8 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("--json", action="store_true", help="print raw JSON")
     p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
                        description="Export entries, causal links, active KG triples and "
-                       "PLAYBOOK.md as a versioned bundle directory (no daemon may hold DIR).")
+                       "PLAYBOOK.md as a versioned bundle directory (reads DIR read-only: a "
+                       "running daemon keeps serving).")
     common(p)
     p.add_argument("out", help="new bundle directory")
     p.add_argument("--min-confidence", type=float, default=None,

@@ -16,7 +16,9 @@ What the reader sees:
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from grimoire.config import Config
 from grimoire.errors import NotAvailableError
 from grimoire.grimoire import Grimoire
 from tests.service.daemon_support import (
+    REPO,
     daemon_env,
     raw_connect,
     rpc,
@@ -60,13 +63,19 @@ def call(data: Path, method: str, params: dict[str, Any] | None = None) -> Any:
     return reply["result"]
 
 
+def grimoire_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """This checkout's CLI (``python -m grimoire``), with the daemon's environment."""
+    return subprocess.run([sys.executable, "-m", "grimoire", *args], capture_output=True,
+                          text=True, env=daemon_env(), cwd=str(REPO), timeout=300)
+
+
 def open_reader(data: Path) -> Grimoire:
     # The daemon's configuration (tests/service/daemon_support.daemon_env: the hash embedder).
     config = Config().replace(**{"data_dir": str(data), "embedding.model": "hash-384"})
     return Grimoire.open(config=config, read_only=True)
 
 
-@pytest.mark.slow  # ~9 s: a daemon start, writes, two read-only opens
+@pytest.mark.slow  # ~15 s: a daemon start, writes, read-only opens, report and export
 def test_a_read_only_open_beside_the_daemon_sees_its_acknowledged_writes(
         daemon: tuple[Path, subprocess.Popen[bytes]]) -> None:
     data, proc = daemon
@@ -114,6 +123,18 @@ def test_a_read_only_open_beside_the_daemon_sees_its_acknowledged_writes(
     with open_reader(data) as again:  # reopened: the newer episode is there
         assert again.episode_get(later_episode)["text"] == "bridged 3 ETH to base"
         assert again.status()["episodes"]["rows"] == 7
+
+    # The CLI's report and export open the directory read-only too: no "stop the daemon".
+    report = data.parent / "report.html"
+    p = grimoire_cli("report", "--data", str(data), "--out", str(report))
+    assert p.returncode == 0 and p.stdout.startswith(f"wrote {report}"), p.stderr
+    assert "Avoid swaps when gas is above 80 gwei" in report.read_text(encoding="utf-8")
+    bundle = data.parent / "bundle"
+    p = grimoire_cli("export", "--data", str(data), str(bundle))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["counts"]["triples"] >= 1
+    assert "Avoid swaps when gas is above 80 gwei" in (bundle / "entries.jsonl").read_text(
+        encoding="utf-8")
 
     # The daemon never noticed: it still answers and writes.
     assert call(data, "episode.write", {"text": "one more after the readers"})["id"]
