@@ -22,7 +22,9 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     """Add this package's subcommands to the ``grimoire`` parser's subparsers."""
     p = sub.add_parser("mcp", help="MCP server over stdio (tools: add_event, query, …)",
                        description="Serve the Model Context Protocol over stdin/stdout, "
-                       "bridging every tool to the running daemon's socket.")
+                       "bridging every tool to the running daemon's socket; with no daemon "
+                       "running, the read tools read DIR read-only and the write tools say to "
+                       "start one.")
     common(p)
     p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
                        description="Snapshot every store while the daemon runs; writes "
