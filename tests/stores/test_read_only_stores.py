@@ -246,3 +246,32 @@ def test_a_read_only_session_changes_no_file(tmp_path: Path) -> None:
         episodes.stats()
         graph.stats()
     assert tree_digest(tmp_path) == before
+
+
+def test_episode_reader_rereads_when_the_writer_removes_the_version_under_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's compaction (cleanup 0) may delete the files of the version a reader is
+    reading: the read fails inside LanceDB, and the reader reads the then-latest version."""
+    from grimoire.stores.episodes_lance import LanceEpisodes
+
+    path = tmp_path / "episodes"
+    with open_episodes(path) as writer:
+        add(writer, *[make_episode() for _ in range(3)])
+    real = LanceEpisodes.__init__
+    failures = iter([OSError("Not found: data/…lance (removed by compaction)")])
+
+    def init(self: LanceEpisodes, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        table, read = self._table, self._table.to_arrow
+
+        def flaky() -> Any:
+            for exc in failures:
+                raise exc
+            return read()
+
+        monkeypatch.setattr(table, "to_arrow", flaky)
+
+    monkeypatch.setattr(LanceEpisodes, "__init__", init)
+    with open_episodes(path, read_only=True) as reader:
+        assert reader.count() == 3
+    assert next(failures, None) is None  # the failure was met, and retried
