@@ -261,6 +261,8 @@ class LanceEpisodes:
         if self._table is None:
             return {"fragments": 0, "data_files": 0, "versions": 0, "bytes": 0}
         try:
+            if self.read_only:  # the writer's table as it is now, not as it was at the open
+                self._table.checkout_latest()
             # Typed as a dataclass in 0.40 but returned as a dict at run time: accept both.
             raw: Any = self._table.stats()
             frag: Any = raw["fragment_stats"] if isinstance(raw, dict) else raw.fragment_stats
