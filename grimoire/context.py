@@ -55,6 +55,9 @@ class Context:
     post_write_hooks: list[PostWriteHook] = field(default_factory=list)
     distill_hook: DistillHook | None = None
     curator_hook: CuratorHook | None = None
+    # Opened with Grimoire.open(read_only=True): the stores refuse writes, and work that
+    # only writes on the side of a read (retrieve's log and mention indexing) is skipped.
+    read_only: bool = False
 
     def now(self) -> int:
         return int(self.clock())

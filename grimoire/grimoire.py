@@ -6,9 +6,11 @@ knowledge, retrieval, feedback, graph, causal, curator), passing the shared
 ``Context``. Mutations run on the single writer thread; reads run on the
 caller's thread.
 
-Only one process may open a data directory at a time (an ``flock`` on
-``<data_dir>/LOCK``): a second daemon or a CLI that opened the stores
-directly would otherwise be a second writer.
+Only one process may open a data directory for writing at a time (an
+``flock`` on ``<data_dir>/LOCK``): a second daemon or a CLI that opened the
+stores directly would otherwise be a second writer. ``read_only=True`` opens
+take no lock and open every store read-only, so any number of them run beside
+the writer (the daemon) or without one; see ``Grimoire.open``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
 from grimoire.writer import Writer
 
-__all__ = ["Grimoire"]
+__all__ = ["Grimoire", "ReadOnlyWriter"]
 
 log = get_logger(__name__)
 
@@ -82,6 +84,37 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return handle
 
 
+class ReadOnlyWriter(Writer):
+    """The writer of a read-only Grimoire: no thread, and every job refused.
+
+    Write paths that reach the writer without passing the facade's own check (a
+    method's side write) get NotAvailableError naming what was asked."""
+
+    def __init__(self) -> None:  # no queue, no thread: nothing may be written
+        self.jobs_done = 0
+        self.batches_done = 0
+
+    def _refuse(self, what: str) -> NotAvailableError:
+        return NotAvailableError(f"{what}: this Grimoire was opened read-only; writes go "
+                                 "through the daemon (grimoire call …) or a writable open")
+
+    def call(self, fn: Any) -> Any:
+        raise self._refuse(getattr(fn, "__qualname__", "a write"))
+
+    def call_batched(self, batch_key: str, payload: Any, handler: Any, *,
+                     weight: int = 1) -> Any:
+        raise self._refuse(batch_key)
+
+    def on_writer_thread(self) -> bool:
+        return False
+
+    def qsize(self) -> int:
+        return 0
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        return True
+
+
 def _wire(ctx: Context) -> None:
     """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
     from curator.cycle.run import curator_hook
@@ -113,7 +146,8 @@ def _wire(ctx: Context) -> None:
 class Grimoire:
     """The agent's memory. Open with ``Grimoire.open(data_dir)``; use as a context manager."""
 
-    def __init__(self, ctx: Context, lock_handle: IO[str], read_only: bool = False) -> None:
+    def __init__(self, ctx: Context, lock_handle: IO[str] | None,
+                 read_only: bool = False) -> None:
         self._ctx = ctx
         self._lock = lock_handle
         self._closed = False
@@ -138,20 +172,25 @@ class Grimoire:
     ) -> Grimoire:
         """Open (creating if needed) the data directory's stores.
 
-        ``read_only=True`` is for inspection (the CLI's reads with no daemon running, an
-        owner's script): the directory must already hold a Grimoire, and every method
-        that changes memory raises ``NotAvailableError``. It still needs the directory's
-        lock; while a daemon runs, talk to it with ``grimoire.service.client.Client``.
+        ``read_only=True`` is for inspection (the CLI's reads, ``grimoire report`` and
+        ``export``, the MCP server's read tools, an owner's script), beside a running
+        daemon or with none: the directory must already hold a Grimoire; no lock is
+        taken (the daemon keeps its own) and nothing in the directory is created or
+        changed; every method that changes memory raises ``NotAvailableError``, and
+        ``retrieve`` skips its side writes (the retrieval log, access counts, mention
+        indexing). What it sees: the episodes as of the open (a snapshot: reopen to see
+        newer ones); entries, logs, causal edges, meta and the knowledge graph live
+        (each read sees the daemon's last commit); PLAYBOOK.md as last written.
         """
         config = config or Config()
         if data_dir is not None:
             config = config.replace(data_dir=str(data_dir))
         root = Path(config.data_dir)
-        if read_only and not (root / "semantic.sqlite").exists():
-            raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
+        clock = clock or SystemClock()
+        if read_only:
+            return cls._open_read_only(root, config, clock, embedder)
         make_data_dir(root)
         lock = _lock_data_dir(root)
-        clock = clock or SystemClock()
         opened: list[Any] = []
         try:
             emb = embedder or make_embedder(
@@ -188,6 +227,44 @@ class Grimoire:
                  episodes=episodes.count(), tick=ctx.tick)
         return cls(ctx, lock, read_only)
 
+    @classmethod
+    def _open_read_only(cls, root: Path, config: Config, clock: Clock,
+                        embedder: Embedder | None) -> Grimoire:
+        if not (root / "semantic.sqlite").is_file():
+            raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
+        opened: list[Any] = []
+        try:
+            emb = embedder or make_embedder(
+                config.embedding.model, config.embedding.model_dir, config.embedding.dim,
+                config.embedding.threads, config.embedding.batch_size,
+                config.embedding.max_tokens,
+            )
+            # The semantic store first: its checks (schema, embedding model) are the
+            # cheapest and say the most; then the episodes' snapshot, then the graph.
+            semantic = SemanticStore.open(root / "semantic.sqlite", model_id=emb.model_id,
+                                          dim=emb.dim, clock=clock, read_only=True)
+            opened.append(semantic)
+            episodes = EpisodeStore.open(root / "episodes", model_id=emb.model_id,
+                                         dim=emb.dim, config=config.episodes, clock=clock,
+                                         read_only=True)
+            opened.append(episodes)
+            graph = GraphStore.open(root / "graph.lmdb", clock=clock, read_only=True)
+            opened.append(graph)
+        except BaseException:
+            for store in reversed(opened):
+                store.close()
+            raise
+        ctx = Context(
+            config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
+            semantic=semantic, graph=graph, writer=ReadOnlyWriter(), events=EventLog(),
+            read_only=True,
+        )
+        ctx.tick = int(semantic.get_meta("tick", 0))
+        _wire(ctx)
+        log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
+                 episodes=episodes.count(), tick=ctx.tick, read_only=True)
+        return cls(ctx, None, read_only=True)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -200,7 +277,8 @@ class Grimoire:
                 store.close()
             except GrimoireError as exc:  # keep closing the others; report after
                 errors.append(exc)
-        self._lock.close()
+        if self._lock is not None:
+            self._lock.close()
         log.info("grimoire.close", data_dir=str(ctx.data_dir))
         if errors:
             raise errors[0]
@@ -368,6 +446,7 @@ class Grimoire:
         return publish(self._ctx, uri, agent)
 
     def clade_pull(self, uri: str, agent: str | None = None) -> dict[str, Any]:
+        self._writable("clade.pull")
         from grimoire.portable.clade import pull
 
         return pull(self._ctx, uri, agent)

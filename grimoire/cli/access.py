@@ -2,8 +2,11 @@
 
 Reads (``status``, ``explain``, ``playbook``, ``retrieve``, ``entry.*``, ``kg``
 queries) work whether or not a daemon runs: with no daemon listening the CLI
-opens the directory itself with ``Grimoire.open(read_only=True)``. Writes need
-the daemon (one writer per data directory).
+opens the directory itself with ``Grimoire.open(read_only=True)``. That open
+also works beside a running daemon (``grimoire report`` and ``export`` use it
+so), but a listening daemon is asked first: its episodes are live, where a
+read-only open sees them as of the open. Writes need the daemon (one writer per
+data directory).
 """
 
 from __future__ import annotations

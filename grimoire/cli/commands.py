@@ -306,19 +306,15 @@ def register_report(sub: Sub) -> None:
         "script, no network): rules' confidence and ✓/✗ per curator cycle and when they "
         "entered and left PLAYBOOK.md, episodes per day, retrieval latency and hit rate, the "
         "knowledge graph's size, causal links with their lags. Reads the data directory "
-        "itself (read-only), so the daemon must be stopped.")
+        "itself (read-only), beside a running daemon or without one.")
     common(rep)
     rep.add_argument("-o", "--out", metavar="FILE.html", default="grimoire-report.html",
                      help="the file to write (default: grimoire-report.html)")
 
     def handler(args: argparse.Namespace) -> int:
-        from grimoire.cli.access import daemon_listening
         from grimoire.report.command import make_report
 
         config = load(args)
-        if daemon_listening(config.socket):
-            raise ValidationError(f"a daemon is running on {config.socket}: the report reads "
-                                  "the stores directly; stop the daemon, then run it again")
         path, size = make_report(config, Path(args.out))
         emit(f"wrote {path} ({size:,} bytes)")
         return 0

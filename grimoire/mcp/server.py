@@ -2,9 +2,14 @@
 
 Runs with ``grimoire mcp [--data DIR]``. Nothing but protocol goes to stdout:
 the SDK's stdio transport diverts fd 1 to stderr while it serves, and this
-module sends Grimoire's own log lines to stderr too. Every tool opens a socket
-connection per call (the daemon may restart under it); without a running
-daemon a tool answers a clear error that says to start one.
+module sends Grimoire's own log lines to stderr too. Every tool call goes to
+the daemon's socket when a daemon listens there (a connection per call: the
+daemon may restart under it). When none listens, the read tools (``query``,
+``retrieve``, ``playbook``, ``explain``, ``kg_query``) are served from a
+read-only open of the data directory (``Grimoire.open(read_only=True)``: no
+lock, nothing written, retrievals not logged), reopened when the episode store
+has changed on disk since; the write tools (``add_event``, ``report_outcome``,
+``kg_assert``) answer a clear error that says to start the daemon.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +29,7 @@ from grimoire.config import Config
 from grimoire.errors import GrimoireError
 from grimoire.mcp import tools
 
-__all__ = ["build_server", "serve", "socket_caller"]
+__all__ = ["DirectoryCaller", "build_server", "serve", "socket_caller"]
 
 
 def socket_caller(socket: Path) -> tools.Call:
@@ -45,6 +51,79 @@ def socket_caller(socket: Path) -> tools.Call:
             raise ToolError(f"cannot reach the daemon at {socket}: {exc}") from None
 
     return call
+
+
+class DirectoryCaller:
+    """The daemon's socket when a daemon listens, else a read-only open for reads.
+
+    Thread-safe: calls on the read-only open are serialised (it may be reopened)."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._socket = Path(config.socket)
+        self._lock = threading.Lock()
+        self._reader: Any = None  # a read-only Grimoire, opened on the first read
+        self._seen: tuple[Any, ...] = ()
+        self._embedder: Any = None
+
+    def __call__(self, method: str, params: dict[str, Any]) -> Any:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        from grimoire.cli.access import daemon_listening, has_data
+        from grimoire.service.api import METHODS
+
+        if daemon_listening(self._socket):
+            return socket_caller(self._socket)(method, params)
+        data = self._config.data_dir
+        spec = METHODS.get(method)
+        if spec is not None and spec.mutates:
+            raise ToolError(
+                f"{method} changes the memory and needs the Grimoire daemon, but none is "
+                f"listening on {self._socket}: start one with `grimoire run --data {data}`. "
+                "The read tools (query, retrieve, playbook, explain, kg_query) work without it.")
+        if not has_data(self._config):
+            raise ToolError(f"no Grimoire daemon is listening on {self._socket} and {data} "
+                            "holds no Grimoire data: start one with `grimoire run` (the MCP "
+                            "server talks to it)")
+        from grimoire.service.api import dispatch
+
+        with self._lock:
+            try:
+                return dispatch(self._open(), method, params)
+            except GrimoireError as exc:
+                raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+    def _signature(self) -> tuple[Any, ...]:
+        """What changes on disk when episodes are written (the open is a snapshot of them)."""
+        root = Path(self._config.data_dir) / "episodes"
+        out: list[Any] = []
+        for path in (root / "episodes.lance" / "_versions", root / "episodes_journal.sqlite",
+                     root / "episodes_journal.sqlite-wal"):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def _open(self) -> Any:
+        from grimoire.grimoire import Grimoire
+
+        seen = self._signature()
+        if self._reader is not None and seen != self._seen:
+            self.close()  # episodes written since the open: read a fresh snapshot
+        if self._reader is None:
+            self._reader = Grimoire.open(config=self._config, embedder=self._embedder,
+                                         read_only=True)
+            self._embedder = self._reader.context.embedder  # loaded once, kept
+            self._seen = seen
+        return self._reader
+
+    def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
 
 
 def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,5 +225,9 @@ def serve(config: Config) -> int:
     """Serve MCP over stdio until stdin closes; Grimoire's logs go to stderr."""
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
                         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    build_server(socket_caller(Path(config.socket))).run("stdio")
+    caller = DirectoryCaller(config)
+    try:
+        build_server(caller).run("stdio")
+    finally:
+        caller.close()
     return 0

@@ -22,7 +22,9 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     """Add this package's subcommands to the ``grimoire`` parser's subparsers."""
     p = sub.add_parser("mcp", help="MCP server over stdio (tools: add_event, query, …)",
                        description="Serve the Model Context Protocol over stdin/stdout, "
-                       "bridging every tool to the running daemon's socket.")
+                       "bridging every tool to the running daemon's socket; with no daemon "
+                       "running, the read tools read DIR read-only and the write tools say to "
+                       "start one.")
     common(p)
     p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
                        description="Snapshot every store while the daemon runs; writes "
@@ -37,7 +39,8 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("--json", action="store_true", help="print raw JSON")
     p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
                        description="Export entries, causal links, active KG triples and "
-                       "PLAYBOOK.md as a versioned bundle directory (no daemon may hold DIR).")
+                       "PLAYBOOK.md as a versioned bundle directory (reads DIR read-only: a "
+                       "running daemon keeps serving).")
     common(p)
     p.add_argument("out", help="new bundle directory")
     p.add_argument("--min-confidence", type=float, default=None,

@@ -1,9 +1,11 @@
 """Where a CLI command of this package runs: through the daemon's socket, or on the stores.
 
 ``clade.publish`` / ``clade.pull`` are socket methods: with a daemon answering on
-the configured socket they run inside it. Export and import open the data
-directory themselves, which only works when no daemon holds it (its lock
-answers with a clear error naming the running daemon otherwise).
+the configured socket they run inside it. Export (and ``clade.publish`` with no
+daemon) only read the store, so they open the data directory read-only, beside
+a running daemon or without one. Import and ``clade.pull`` write: without a
+daemon they open the directory for writing, which a running daemon's lock
+refuses with a clear error naming it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from typing import Any
 from grimoire.config import Config
 
 __all__ = ["daemon_answers", "export_store", "import_bundle", "run_on_store"]
+
+#: What only reads the store (a read-only open serves it).
+_READS = frozenset({"export", "clade.publish"})
 
 
 def daemon_answers(config: Config) -> bool:
@@ -56,7 +61,8 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
         return result
     from grimoire import Grimoire
 
-    with Grimoire.open(config=config) as g:
+    read_only = op in _READS
+    with Grimoire.open(config=config, read_only=read_only) as g:
         if op == "export":
             return export_store(g.context, **params)
         if op == "import":

@@ -15,7 +15,9 @@ __all__ = ["make_report"]
 def make_report(config: Config, out: Path) -> tuple[Path, int]:
     """Write the report of ``config.data_dir`` to ``out``; returns the path and its bytes.
 
-    The data directory must exist (a report never creates an empty store)."""
+    The data directory must exist (a report never creates an empty store). It is opened
+    read-only, so a running daemon keeps serving while the report reads (episodes as of
+    the open, the rest as last committed)."""
     from grimoire.grimoire import Grimoire
 
     root = Path(config.data_dir)

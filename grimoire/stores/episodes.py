@@ -19,6 +19,13 @@ journal (fsync), then makes them visible in memory; ``flush`` moves buffered
 rows to LanceDB in one ``add()``, fsyncs the new files, then drops the journal
 rows. On open, journal rows that LanceDB lacks are replayed (idempotent by id).
 
+Read-only (``open(read_only=True)``, a reader beside the daemon or without
+one): no lock, nothing written; the journal is read once (before LanceDB, so
+no acknowledged row slips between them), LanceDB's latest version is read, and
+the union is loaded into memory. Such a store is a snapshot taken at open:
+rows the writer appends later are not seen until it is opened again. Every
+write method raises NotAvailableError.
+
 Reads (any thread, no lock) see buffered rows too and never touch LanceDB or
 SQLite. Measured on this machine (scripts/bench_episodes.py, 10k rows):
 top-10 search ~0.5-2.5 ms in memory against 30-45 ms for LanceDB's flat
@@ -45,13 +52,19 @@ import numpy.typing as npt
 
 from grimoire.clock import Clock
 from grimoire.config import EpisodesConfig
-from grimoire.errors import ConfigError, NotFoundError, StoreError, ValidationError
+from grimoire.errors import (
+    ConfigError,
+    NotAvailableError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+)
 from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes_index import EpisodeFilter, EpisodeIndex, Snapshot
-from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal
-from grimoire.stores.episodes_lance import LanceEpisodes
-from grimoire.stores.episodes_recovery import recover
+from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal, read_journal
+from grimoire.stores.episodes_lance import TABLE_DIR, LanceEpisodes
+from grimoire.stores.episodes_recovery import load_read_only, recover
 from grimoire.stores.episodes_schema import (
     check_k,
     check_vectors,
@@ -72,8 +85,10 @@ class EpisodeStore:
     """Append-only episodic memory. Open with ``EpisodeStore.open``; see the module doc."""
 
     def __init__(self, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
-                 clock: Clock, journal: Journal, lance: LanceEpisodes, lock_fd: int) -> None:
+                 clock: Clock, journal: Journal | None, lance: LanceEpisodes,
+                 lock_fd: int) -> None:
         self.directory = directory
+        self.read_only = journal is None
         self.model_id = model_id
         self.dim = dim
         self._config = config
@@ -93,11 +108,13 @@ class EpisodeStore:
 
     @classmethod
     def open(cls, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
-             clock: Clock) -> EpisodeStore:
+             clock: Clock, read_only: bool = False) -> EpisodeStore:
         """Open or create the store in ``directory``; replays the journal.
 
         Raises EmbeddingMismatchError (other model/dim), SchemaVersionError (newer
         store), StoreError (I/O, or the store is open in another process).
+        ``read_only=True``: a snapshot of an existing store, beside its writer or
+        not (module doc); nothing in ``directory`` is created or changed.
         """
         if config.flush_rows < 1 or config.flush_ms < 0 or config.compact_every_appends < 1:
             raise ConfigError("episodes: flush_rows and compact_every_appends must be >= 1, "
@@ -110,6 +127,9 @@ class EpisodeStore:
             raise ConfigError("embedding model id and a positive dim are required")
         started = time.perf_counter()
         directory = Path(directory)
+        if read_only:
+            return cls._open_read_only(directory, model_id=model_id, dim=dim, config=config,
+                                       clock=clock, started=started)
         try:
             directory.mkdir(parents=True, exist_ok=True)
             lock_fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -142,6 +162,37 @@ class EpisodeStore:
                  seconds=round(time.perf_counter() - started, 3))
         return store
 
+    @classmethod
+    def _open_read_only(cls, directory: Path, *, model_id: str, dim: int,
+                        config: EpisodesConfig, clock: Clock, started: float) -> EpisodeStore:
+        if not (directory / TABLE_DIR).is_dir() and not (directory / JOURNAL_FILE).is_file():
+            raise StoreError(f"no episode store in {directory}: nothing to read "
+                             "(check --data DIR)")
+        # The journal first, LanceDB second: a row the writer moves from one to the other
+        # in between is then found in LanceDB (episodes_recovery.load_read_only).
+        pending = read_journal(directory / JOURNAL_FILE, model_id=model_id, dim=dim)
+        lance = LanceEpisodes(directory, model_id=model_id, dim=dim, read_only=True)
+        store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
+                    journal=None, lance=lance, lock_fd=-1)
+        result = load_read_only(lance, pending, store._index, store._text)
+        store._next_seq = result.next_seq
+        log.info("episodes.open", directory=str(directory), rows=store._index.snap.n,
+                 journal_rows=result.replayed, read_only=True,
+                 seconds=round(time.perf_counter() - started, 3))
+        return store
+
+    def _check_writable(self, method: str) -> None:
+        if self.read_only:
+            raise NotAvailableError(
+                f"episodes.{method}: the episode store in {self.directory} was opened "
+                "read-only; only the process that owns it (the daemon) writes")
+
+    @property
+    def _wal(self) -> Journal:
+        """The journal of a writable store (read-only stores have none)."""
+        assert self._journal is not None
+        return self._journal
+
     # ------------------------------------------------------------ writes (one writer)
 
     def append(self, episodes: Sequence[Episode], vectors: F32) -> None:
@@ -150,6 +201,7 @@ class EpisodeStore:
         All or nothing: bad input raises ValidationError and writes nothing.
         Vectors are stored L2-normalised. Ids must be new (episodes are append-only).
         """
+        self._check_writable("append")
         if isinstance(episodes, str | bytes) or not isinstance(episodes, Sequence):
             raise ValidationError("must be a sequence of Episode", field="episodes")
         with self._write_lock:
@@ -166,7 +218,7 @@ class EpisodeStore:
             if not batch:
                 return
             seqs = list(range(self._next_seq, self._next_seq + len(batch)))
-            self._journal.write(batch, seqs, vecs)  # durable from here on
+            self._wal.write(batch, seqs, vecs)  # durable from here on
             self._next_seq += len(batch)
             self._text.add(self._index.snap.n, [ep.text for ep in batch])  # before publishing
             self._index.add(batch, seqs, vecs)
@@ -182,12 +234,14 @@ class EpisodeStore:
 
     def flush(self) -> int:
         """Write every buffered row to LanceDB in one add(); returns the rows written."""
+        self._check_writable("flush")
         with self._write_lock:
             self._check_open()
             return self._flush_locked()
 
     def maybe_flush(self, now_ms: int) -> int:
         """Flush if the buffer holds ``flush_rows`` rows or is ``flush_ms`` old (daemon tick)."""
+        self._check_writable("maybe_flush")
         with self._write_lock:
             self._check_open()
             return self._maybe_flush_locked(now_ms)
@@ -217,7 +271,7 @@ class EpisodeStore:
             self._buffer_since = None
         if self._release_upto is not None:
             self._lance.sync()  # StoreError: journal rows kept, sync retried next flush
-            self._journal.release(self._release_upto)
+            self._wal.release(self._release_upto)
             self._release_upto = None
         if count:
             self._flushes_since_compact += 1
@@ -234,6 +288,7 @@ class EpisodeStore:
 
     def compact(self) -> dict[str, Any]:
         """Flush, merge LanceDB fragments and remove old versions; returns before/after stats."""
+        self._check_writable("compact")
         with self._write_lock:
             self._check_open()
             self._flush_locked()
@@ -343,7 +398,9 @@ class EpisodeStore:
         """Counts, LanceDB fragments/versions, bytes on disk and in memory, last compaction."""
         snap = self._index.snap
         files = self._lance.file_stats()
-        journal_bytes = self._journal.size_bytes()
+        journal_bytes = sum(
+            p.stat().st_size for p in (self.directory / f"{JOURNAL_FILE}{suffix}"
+                                       for suffix in ("", "-wal", "-shm")) if p.exists())
         return {
             "rows": snap.n,
             "flushed_rows": snap.flushed,
@@ -360,6 +417,7 @@ class EpisodeStore:
             "last_compact": self._last_compact,
             "embedding_model": self.model_id,
             "embedding_dim": self.dim,
+            "read_only": self.read_only,
         }
 
     def lance_table(self) -> Any:
@@ -385,12 +443,17 @@ class EpisodeStore:
         with self._write_lock:
             if self._closed:
                 return
+            if self.read_only:
+                self._closed = True
+                self._lance.close()
+                log.info("episodes.close", rows=self._index.snap.n, read_only=True)
+                return
             try:
                 self._flush_locked()
             finally:
                 self._closed = True
                 try:
-                    self._journal.close()
+                    self._wal.close()
                     self._lance.close()
                 finally:
                     os.close(self._lock_fd)

@@ -10,13 +10,17 @@ Owns ``<dir>/episodes_journal.sqlite``:
 - ``meta``: the embedding identity, checked against the LanceDB table's.
 
 Only the store's writer uses it (appends, release after a flush, replay on
-open); reads never touch it. It must not know about LanceDB or the index.
+open); reads never touch it. ``read_journal`` is the read-only store's one
+look at it: one read transaction through a connection that cannot write
+(``sqlite.reader_mode``), beside the writer's. It must not know about LanceDB
+or the index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -29,8 +33,9 @@ from grimoire.errors import (
 )
 from grimoire.records import Episode
 from grimoire.stores.episodes_schema import episode_from_json, episode_to_json
+from grimoire.stores.sqlite import reader_mode
 
-__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRow"]
+__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRow", "read_journal"]
 
 JOURNAL_FILE = "episodes_journal.sqlite"
 JOURNAL_VERSION = 1
@@ -46,6 +51,67 @@ CREATE TABLE IF NOT EXISTS journal(
 """
 
 JournalRow = tuple[int, Episode, npt.NDArray[np.float32]]
+
+
+def _decode(found: Sequence[Any], dim: int) -> list[JournalRow]:
+    out: list[JournalRow] = []
+    for seq, text, blob in found:
+        if not (isinstance(seq, int) and isinstance(text, str) and isinstance(blob, bytes)):
+            raise StoreError(f"journal row {seq!r} is malformed")
+        vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        if vector.shape != (dim,):
+            raise StoreError(f"journal row {seq} has a {vector.size}-d vector, want {dim}")
+        out.append((seq, episode_from_json(text), vector))
+    return out
+
+
+def read_journal(path: Path, *, model_id: str, dim: int) -> list[JournalRow]:
+    """Every journaled row (seq order) of the journal at ``path``, read without writing.
+
+    No journal file: no rows. Checks the schema version and the embedding identity as
+    the writer's open does; changes nothing (see ``sqlite.reader_mode``).
+    """
+    if not path.is_file():
+        return []
+    readonly = reader_mode(path) == "readonly"
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        db = apsw.Connection(str(path), flags=flags)
+    except apsw.Error as exc:
+        raise StoreError(f"cannot open episode journal {path} read-only: {exc}") from exc
+    try:
+        if not readonly:
+            db.execute("PRAGMA query_only=1")
+        db.setbusytimeout(5000)
+        db.execute("BEGIN")  # one snapshot for the checks and the rows
+        try:
+            got = db.execute("PRAGMA user_version").fetchall()[0][0]
+            version = got if isinstance(got, int) else 0
+            if version > JOURNAL_VERSION:
+                raise SchemaVersionError(
+                    f"{path} was written by journal version {version} but this Grimoire "
+                    f"understands up to {JOURNAL_VERSION}: upgrade Grimoire to read it")
+            tables = {str(r[0]) for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"meta", "journal"} <= tables:
+                return []  # created, not yet initialised: nothing journaled
+            meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+            if meta and (meta.get("embedding_model"), meta.get("embedding_dim")) != (
+                model_id, str(dim)
+            ):
+                raise EmbeddingMismatchError(
+                    f"{path} was built with embedding model {meta.get('embedding_model')!r} "
+                    f"(dim {meta.get('embedding_dim')}) but the configuration uses "
+                    f"{model_id!r} (dim {dim}): restore the old embedding settings")
+            found = db.execute("SELECT seq, episode, vector FROM journal ORDER BY seq"
+                               ).fetchall()
+        finally:
+            db.execute("COMMIT")
+    except apsw.Error as exc:
+        raise StoreError(f"cannot read episode journal {path}: {exc}") from exc
+    finally:
+        db.close()
+    return _decode(found, dim)
 
 
 class Journal:
@@ -132,17 +198,7 @@ class Journal:
             ).fetchall()
         except apsw.Error as exc:
             raise StoreError(f"cannot read episode journal: {exc}") from exc
-        out: list[JournalRow] = []
-        for seq, text, blob in found:
-            if not (isinstance(seq, int) and isinstance(text, str) and isinstance(blob, bytes)):
-                raise StoreError(f"journal row {seq!r} is malformed")
-            vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-            if vector.shape != (self._dim,):
-                raise StoreError(
-                    f"journal row {seq} has a {vector.size}-d vector, want {self._dim}"
-                )
-            out.append((seq, episode_from_json(text), vector))
-        return out
+        return _decode(found, self._dim)
 
     def release(self, max_seq: int) -> int:
         """Forget journal rows up to ``max_seq`` (they are durable in LanceDB now)."""

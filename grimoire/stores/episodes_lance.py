@@ -20,6 +20,11 @@ A single ``optimize(cleanup_older_than=…)`` would unlink the files of the old
 fragments before the compacted copies were fsync'd, so a power loss at that
 moment could lose rows whose journal entries are already gone.
 
+``read_only=True`` opens the table of a store another process writes: no
+create, migration, fsync or compaction; ``read_all`` reads the latest committed
+version and, if the writer's compaction removed that version's files under
+it, re-reads the then-latest one.
+
 It must not know about the journal or the in-memory index.
 """
 
@@ -57,9 +62,12 @@ def _fsync_path(path: str) -> None:
 class LanceEpisodes:
     """The LanceDB table of episodes; see the module docstring."""
 
-    def __init__(self, directory: Path, *, model_id: str, dim: int) -> None:
+    def __init__(self, directory: Path, *, model_id: str, dim: int,
+                 read_only: bool = False) -> None:
         self.root = directory / TABLE_DIR
         self.schema = row_schema(model_id=model_id, dim=dim)
+        self.read_only = read_only
+        self._table: Any = None  # None: a read-only open found no table yet
         self._synced: dict[str, tuple[int, int, int]] = {}
         self.data_files = 0  # counted by every sync(): what triggers work-based compaction
         self.versions = 0
@@ -67,8 +75,14 @@ class LanceEpisodes:
             import lancedb  # slow import (~1.5 s): only when a store is opened
 
             self._db: Any = lancedb.connect(str(directory))
-            if self.root.exists():
-                self._table: Any = self._db.open_table(TABLE_NAME)
+            if read_only:
+                if self.root.exists():
+                    self._table = self._db.open_table(TABLE_NAME)
+                    check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
+                                   where=str(self.root))
+                    self._check_read_only_columns()
+            elif self.root.exists():
+                self._table = self._db.open_table(TABLE_NAME)
                 check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
                                where=str(self.root))
                 self._migrate()
@@ -79,6 +93,8 @@ class LanceEpisodes:
             raise
         except _LANCE_ERRORS as exc:  # lancedb raises these
             raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
+        if read_only:
+            return
         # Everything present now may be unsynced (a crash before close): sync it once.
         self.sync()
         try:
@@ -99,6 +115,15 @@ class LanceEpisodes:
         if missing and len(missing) == len(V2_FIELDS):
             self._table.add_columns(missing)
 
+    def _check_read_only_columns(self) -> None:
+        have = {f.name for f in self._table.schema}
+        if not all(f.name in have for f in V2_FIELDS):
+            raise StoreError(
+                f"{self.root} is at episode schema version 1 (no thread and actor columns); "
+                "a read-only open does not migrate it: the daemon migrates it on its next "
+                "start (grimoire run), then it can be read")
+        self._check_columns()
+
     def _check_columns(self) -> None:
         found = {f.name: f.type for f in self._table.schema}
         want = {f.name: f.type for f in self.schema}
@@ -113,6 +138,7 @@ class LanceEpisodes:
 
     def append(self, table: pa.Table) -> None:
         """Append ``table`` in one LanceDB version (not yet durable: call ``sync``)."""
+        self._check_writable()
         before = self._table.version
         try:
             self._table.add(table)
@@ -123,6 +149,7 @@ class LanceEpisodes:
 
     def sync(self) -> int:
         """fsync every file under the dataset that is new or changed, then its directory."""
+        self._check_writable()
         dirty_dirs: set[str] = set()
         synced = 0
         seen: dict[str, tuple[int, int, int]] = {}
@@ -159,6 +186,7 @@ class LanceEpisodes:
         reads old versions: the store holds an exclusive lock on the directory, its
         reads are served from memory, and the compacted files are fsync'd first.
         """
+        self._check_writable()
         before = self.file_stats()
         started = time.perf_counter()
         try:
@@ -182,15 +210,36 @@ class LanceEpisodes:
             "bytes_after": after["bytes"],
         }
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"episode table {self.root} was opened read-only")
+
     # ------------------------------------------------------------ reads
 
     def read_all(self) -> pa.Table:
         """Every row (with vectors), as stored; the caller orders by ``seq``."""
+        if self.read_only:
+            return self._read_all_beside_writer()
         try:
             table: pa.Table = self._table.to_arrow()
         except _LANCE_ERRORS as exc:
             raise StoreError(f"cannot read the episode table: {exc}") from exc
         return table
+
+    def _read_all_beside_writer(self, attempts: int = 5) -> pa.Table:
+        if self._table is None:
+            return self.schema.empty_table()
+        for attempt in range(attempts):
+            try:
+                self._table.checkout_latest()
+                table: pa.Table = self._table.to_arrow()
+                return table
+            except _LANCE_ERRORS as exc:
+                # The writer's compaction may have removed the version being read.
+                if attempt == attempts - 1:
+                    raise StoreError(f"cannot read the episode table: {exc}") from exc
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @property
     def table(self) -> Any:
@@ -209,7 +258,11 @@ class LanceEpisodes:
                     continue
                 data_files += kind == "data"
                 versions += kind == "_versions" and name.endswith(".manifest")
+        if self._table is None:
+            return {"fragments": 0, "data_files": 0, "versions": 0, "bytes": 0}
         try:
+            if self.read_only:  # the writer's table as it is now, not as it was at the open
+                self._table.checkout_latest()
             # Typed as a dataclass in 0.40 but returned as a dict at run time: accept both.
             raw: Any = self._table.stats()
             frag: Any = raw["fragment_stats"] if isinstance(raw, dict) else raw.fragment_stats

@@ -11,6 +11,10 @@ Owns the recovery procedure run once by ``EpisodeStore.open``:
 4. fill the in-memory vector index and build the BM25 text index.
 
 It must not be called on a store that is in use (open holds the store's lock).
+
+``load_read_only`` is the read-only open's version: steps 1, 2 and 4 in
+memory (LanceDB's rows plus the journal rows LanceDB lacks), nothing written,
+nothing released; the writer, if one runs, keeps its journal as it was.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ import pyarrow as pa
 
 from grimoire.logs import get_logger
 from grimoire.stores.episodes_index import EpisodeIndex
-from grimoire.stores.episodes_journal import Journal
+from grimoire.stores.episodes_journal import Journal, JournalRow
 from grimoire.stores.episodes_lance import LanceEpisodes
 from grimoire.stores.episodes_schema import episodes_to_arrow
 from grimoire.stores.episodes_text import TextIndex
 
-__all__ = ["Recovery", "recover"]
+__all__ = ["Recovery", "load_read_only", "recover"]
 
 log = get_logger(__name__)
 
@@ -80,3 +84,26 @@ def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
     top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
     return Recovery(rows=stored.num_rows, replayed=len(replay),
                     skipped=len(pending) - len(replay), next_seq=max(top, journal.max_seq()) + 1)
+
+
+def load_read_only(lance: LanceEpisodes, pending: list[JournalRow], index: EpisodeIndex,
+                   text: TextIndex) -> Recovery:
+    """Fill ``index`` and ``text`` from LanceDB plus the ``pending`` journal rows it lacks.
+
+    ``pending`` must have been read before LanceDB is (the caller's order): a row the
+    writer released from its journal in between is in LanceDB by then, so every row
+    acknowledged before the journal was read is in the result.
+    """
+    stored = _ordered_unique(lance.read_all())
+    present = set(stored["id"].to_pylist())
+    extra = [row for row in pending if row[1].id not in present]
+    if extra:
+        vectors = np.stack([vec for _, _, vec in extra]).astype(np.float32)
+        table = episodes_to_arrow([ep for _, ep, _ in extra], [seq for seq, _, _ in extra],
+                                  vectors, lance.schema)
+        stored = _ordered_unique(pa.concat_tables([stored, table.select(stored.column_names)]))
+    index.load(stored)
+    text.load(stored["text"])
+    top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
+    return Recovery(rows=stored.num_rows, replayed=len(extra),
+                    skipped=len(pending) - len(extra), next_seq=top + 1)

@@ -98,16 +98,25 @@ class GraphStore:
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock,
              map_size: int = DEFAULT_MAP_SIZE, max_map_size: int = DEFAULT_MAX_MAP_SIZE,
-             adjacency_max_edges: int = DEFAULT_MAX_EDGES) -> GraphStore:
+             adjacency_max_edges: int = DEFAULT_MAX_EDGES,
+             read_only: bool = False) -> GraphStore:
         """Open or create the store in directory ``path``; the map doubles when full.
 
         Walks (``k_hop_neighbors``, ``topology_distance``) read an in-memory
         copy of up to ``adjacency_max_edges`` entity edges (0: walk LMDB only).
+
+        ``read_only=True`` reads an existing store beside its writer (a daemon) or
+        without one: every read sees the last commit, writes raise
+        NotAvailableError, and walks read LMDB (an in-memory copy would miss the
+        writer's commits).
         """
         if (isinstance(adjacency_max_edges, bool) or not isinstance(adjacency_max_edges, int)
                 or adjacency_max_edges < 0):
             raise ValidationError("must be an integer >= 0", field="adjacency_max_edges")
-        env = GraphEnv.open(path, clock=clock, map_size=map_size, max_map_size=max_map_size)
+        env = GraphEnv.open(path, clock=clock, map_size=map_size, max_map_size=max_map_size,
+                            read_only=read_only)
+        if read_only:
+            adjacency_max_edges = 0
         try:
             store = cls(env, adjacency_max_edges)
             index = store._index
@@ -119,6 +128,10 @@ class GraphStore:
             env.close()
             raise
         return store
+
+    @property
+    def read_only(self) -> bool:
+        return self._env.read_only
 
     def close(self) -> None:
         """Close the environment once no call is using it. Idempotent."""

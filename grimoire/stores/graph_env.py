@@ -12,6 +12,14 @@ write ``queue``s reach ``on_commit`` only once its transaction has committed,
 in commit order, and are dropped if it rolls back or is retried after a full
 map. The store uses this to keep in-memory mirrors equal to what is durable.
 
+``GraphEnv.open(read_only=True)`` opens an existing environment with LMDB's
+``readonly`` (and ``lock=True``, so this process's read transactions take
+reader slots in ``lock.mdb`` as the writer's do: a reader beside a running
+daemon sees each of its commits once committed, and the daemon never reuses
+pages a live read transaction still sees). Nothing is written: no schema
+record, no map growth; when the writer has grown the map past this process's
+mapping, a transaction adopts the new size (``set_mapsize(0)``) and retries.
+
 It must not know what a triple is, decide temporal rules or encode records
 (``graph.py`` and ``graph_codec.py`` do), nor import other stores.
 """
@@ -28,7 +36,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from grimoire.clock import Clock
-from grimoire.errors import SchemaVersionError, StoreError, ValidationError
+from grimoire.errors import NotAvailableError, SchemaVersionError, StoreError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.stores.graph_codec import read_u64
 
@@ -99,9 +107,10 @@ class GraphEnv:
     """One LMDB environment with the graph's sub-databases (``db[name]``)."""
 
     def __init__(self, env: Any, dbs: dict[str, Any], path: Path, clock: Clock,
-                 max_map_size: int) -> None:
+                 max_map_size: int, read_only: bool = False) -> None:
         """Use ``GraphEnv.open``."""
         self.db, self.path = dbs, path
+        self.read_only = read_only
         self._env, self._clock = env, clock
         self._max_map_size = max_map_size
         self.map_size: int = env.info()["map_size"]
@@ -112,12 +121,17 @@ class GraphEnv:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock, map_size: int,
-             max_map_size: int) -> GraphEnv:
-        """Open or create the environment in directory ``path`` and check its schema."""
+             max_map_size: int, read_only: bool = False) -> GraphEnv:
+        """Open or create the environment in directory ``path`` and check its schema.
+
+        ``read_only``: open an existing environment without writing (module doc)."""
         if not 1 << 16 <= map_size <= max_map_size:
             raise ValidationError(f"must be in [65536, max_map_size={max_map_size}]",
                                   field="map_size")
         root = Path(path)
+        if read_only:
+            return cls._open_read_only(root, clock=clock, map_size=map_size,
+                                       max_map_size=max_map_size)
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
             env = lmdb.open(str(root), map_size=map_size, max_dbs=len(_DB_FLAGS) + 8,
@@ -126,6 +140,24 @@ class GraphEnv:
             raise StoreError(f"cannot open graph store at {root}: {exc}") from exc
         try:
             return cls(env, _prepare(env, root), root, clock, max_map_size)
+        except BaseException:
+            env.close()
+            raise
+
+    @classmethod
+    def _open_read_only(cls, root: Path, *, clock: Clock, map_size: int,
+                        max_map_size: int) -> GraphEnv:
+        if not (root / "data.mdb").is_file():
+            raise StoreError(f"no graph store at {root}: nothing to read (check --data DIR)")
+        try:
+            # LMDB maps at least what the file holds, whatever map_size says.
+            env = lmdb.open(str(root), readonly=True, lock=True, subdir=True, create=False,
+                            readahead=False, max_dbs=len(_DB_FLAGS) + 8, map_size=map_size)
+        except lmdb.Error as exc:
+            raise StoreError(f"cannot open graph store at {root} read-only: {exc}") from exc
+        try:
+            return cls(env, _check_read_only(env, root), root, clock, max_map_size,
+                       read_only=True)
         except BaseException:
             env.close()
             raise
@@ -153,9 +185,12 @@ class GraphEnv:
     @contextmanager
     def txn(self, *, write: bool = False) -> Iterator[Any]:
         """A short transaction; lmdb errors become StoreError (MapFullError is left to write)."""
+        if write and self.read_only:
+            raise NotAvailableError(f"graph store {self.path} was opened read-only: "
+                                    "it cannot be written")
         self._gate.enter()
         try:
-            with self._env.begin(write=write) as txn:
+            with self._begin(write) as txn:
                 yield txn
         except lmdb.MapFullError:
             raise  # write grows the map and retries
@@ -164,6 +199,23 @@ class GraphEnv:
         finally:
             self._gate.leave()
 
+    def _begin(self, write: bool) -> Any:
+        try:
+            return self._env.begin(write=write)
+        except lmdb.MapResizedError:
+            # The writer (another process) grew the map past ours: adopt its size. LMDB
+            # allows set_mapsize only with no live transaction in this process; a reader
+            # that cannot have it now fails this call with a StoreError and the next one
+            # retries.
+            self._gate.leave()
+            try:
+                with self._gate.exclusive():
+                    self._env.set_mapsize(0)
+                    self.map_size = self._env.info()["map_size"]
+            finally:
+                self._gate.enter()
+            return self._env.begin(write=write)
+
     def write(self, action: Callable[[Any, int], T]) -> T:
         """Run ``action(txn, now)`` in one durable write transaction, growing the map as needed.
 
@@ -171,6 +223,9 @@ class GraphEnv:
         transaction's. ``action`` may run more than once (after a full map),
         so it must not have effects outside ``txn`` except through ``queue``.
         """
+        if self.read_only:
+            raise NotAvailableError(f"graph store {self.path} was opened read-only: "
+                                    "it cannot be written")
         with self._writer:
             while True:
                 seen = self.map_size
@@ -241,4 +296,33 @@ def _prepare(env: Any, root: Path) -> dict[str, Any]:
                 txn.put(_SCHEMA_KEY, str(SCHEMA_VERSION).encode(), db=meta)
     except (lmdb.Error, ValueError) as exc:
         raise StoreError(f"cannot prepare graph store at {root}: {exc}") from exc
+    return {**dbs, "meta": meta}
+
+
+def _check_read_only(env: Any, root: Path) -> dict[str, Any]:
+    """The read-only open's check: the schema version, then every sub-database, no writes.
+
+    Sub-databases are opened outside any transaction of ours: a handle opened inside a
+    read transaction is not valid in the next one (py-lmdb 3, LMDB 0.9: ``mdb_stat``
+    then fails with EINVAL)."""
+    try:
+        meta = env.open_db(b"meta", create=False)
+        with env.begin(write=False) as txn:
+            raw = txn.get(_SCHEMA_KEY, db=meta)
+        version = None if raw is None else int(raw)
+        if version != SCHEMA_VERSION:
+            if version is not None and version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"graph store at {root} has schema version {version}, newer than this "
+                    f"Grimoire knows ({SCHEMA_VERSION}); upgrade grimoire-memory to read it")
+            raise StoreError(f"graph store at {root} has schema version {version}, not "
+                             f"{SCHEMA_VERSION}: a read-only open cannot prepare it; the "
+                             "daemon does on its next start (grimoire run)")
+        dbs = {name: env.open_db(name.encode(), create=False, **flags)
+               for name, flags in _DB_FLAGS.items()}
+    except lmdb.NotFoundError as exc:
+        raise StoreError(f"graph store at {root} lacks a sub-database ({exc}): the daemon "
+                         "creates it on its next start (grimoire run)") from exc
+    except (lmdb.Error, ValueError) as exc:
+        raise StoreError(f"cannot read graph store at {root}: {exc}") from exc
     return {**dbs, "meta": meta}

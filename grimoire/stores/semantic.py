@@ -29,14 +29,14 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.clock import Clock
-from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
+from grimoire.errors import NotAvailableError, NotFoundError, StoreError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, GrimoireEntry, parse_enum
 from grimoire.stores import semantic_entries as entries
 from grimoire.stores import semantic_mentions as mentions
 from grimoire.stores.semantic_base import SemanticBase
 from grimoire.stores.semantic_codec import validate_entry, validate_vector
-from grimoire.stores.semantic_schema import SCHEMA_VERSION, migrate
+from grimoire.stores.semantic_schema import SCHEMA_VERSION, check_readable, migrate
 from grimoire.stores.semantic_types import (
     EntryFilter,
     QuarantineRecord,
@@ -85,17 +85,27 @@ class SemanticStore(SemanticBase):
     def open(
         cls, path: Path, *, model_id: str, dim: int, clock: Clock,
         synchronous: Synchronous = "FULL", vector_cache: bool = True,
+        read_only: bool = False,
     ) -> SemanticStore:
         """Open (creating and migrating if needed) the store at ``path``.
 
         Raises SchemaVersionError for a store newer than this code and
         EmbeddingMismatchError for one built with another model or dimension.
+
+        ``read_only=True`` reads a store that exists, beside its writer (a daemon)
+        or without one: no write connection, nothing migrated or written (a store
+        at an older schema is a StoreError: the daemon migrates it when it next
+        starts), every write raises NotAvailableError. Reads are live: each one sees
+        the last commit. No vector cache (it would miss the writer's commits):
+        nearest-neighbour reads go to sqlite-vec.
         """
         if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 8192:
             raise ValidationError("must be an integer in [1, 8192]", field="dim")
         if not isinstance(model_id, str) or not model_id:
             raise ValidationError("must be a non-empty string", field="model_id")
         path = Path(path)
+        if read_only:
+            return cls._open_read_only(path, model_id=model_id, dim=dim, clock=clock)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = Connections(path, synchronous=synchronous)
         try:
@@ -108,6 +118,27 @@ class SemanticStore(SemanticBase):
         log.info("semantic.open", path=str(path), schema=SCHEMA_VERSION, was=found,
                  model=model_id, dim=dim, cached_vectors=len(store._cache or ()))
         return store
+
+    @classmethod
+    def _open_read_only(cls, path: Path, *, model_id: str, dim: int,
+                        clock: Clock) -> SemanticStore:
+        if not path.is_file():
+            raise StoreError(f"no semantic store at {path}: nothing to read (check --data DIR)")
+        db = Connections(path, read_only=True)
+        try:
+            with store_errors(f"check {path}"):
+                found = check_readable(db.read(), path, model_id=model_id, dim=dim)
+            store = cls(db, model_id=model_id, dim=dim, clock=clock, vector_cache=False)
+        except BaseException:
+            db.close()
+            raise
+        log.info("semantic.open", path=str(path), schema=found, model=model_id, dim=dim,
+                 read_only=True)
+        return store
+
+    @property
+    def read_only(self) -> bool:
+        return self._db.read_only
 
     def _apply_committed(self, ops: list[Any]) -> None:
         cache = self._cache

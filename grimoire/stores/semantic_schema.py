@@ -38,7 +38,8 @@ import apsw
 from grimoire.errors import EmbeddingMismatchError, SchemaVersionError, StoreError
 from grimoire.logs import get_logger
 
-__all__ = ["META_MODEL", "MIGRATIONS", "RESERVED_META", "SCHEMA_VERSION", "migrate"]
+__all__ = ["META_MODEL", "MIGRATIONS", "RESERVED_META", "SCHEMA_VERSION", "check_readable",
+           "migrate"]
 
 log = get_logger(__name__)
 
@@ -319,4 +320,26 @@ def migrate(conn: apsw.Connection, path: Path, *, model_id: str, dim: int) -> in
                 )
             conn.pragma("user_version", target)
             log.info("semantic.migrate", path=str(path), version=target)
+    return found
+
+
+def check_readable(conn: apsw.Connection, path: Path, *, model_id: str, dim: int) -> int:
+    """The read-only open's check: the store is at SCHEMA_VERSION and built with
+    ``model_id``/``dim``; nothing is migrated or written. Returns the version."""
+    found = _user_version(conn)
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"semantic store {path} has schema version {found}, newer than this Grimoire "
+            f"understands ({SCHEMA_VERSION}). Upgrade grimoire-memory to read it."
+        )
+    if found == 0:
+        raise StoreError(f"semantic store {path} is empty: no Grimoire has written it yet "
+                         "(check --data DIR)")
+    if found < SCHEMA_VERSION:
+        raise StoreError(
+            f"semantic store {path} is at schema version {found} and this Grimoire reads "
+            f"version {SCHEMA_VERSION}; a read-only open does not migrate it: the daemon "
+            "migrates it on its next start (grimoire run), then it can be read."
+        )
+    _check_embedding(conn, path, model_id, dim)
     return found

@@ -16,6 +16,17 @@ Why each setting:
   committed (acknowledged) write survives a power loss. NORMAL only survives
   a process crash; ``scripts/bench_semantic.py`` measures what FULL costs.
 - busy timeout: a second process (the CLI) may hold the write lock briefly.
+
+Read-only stores (``Connections(read_only=True)``, a reader beside a running
+daemon or with none) never write. How they connect depends on the ``-wal``
+file: when it exists (a daemon, or any connection, has the database open) the
+connections are ``SQLITE_OPEN_READONLY`` and share the writer's ``-shm`` index
+(SQLite needs it to read a WAL database; a read-only connection takes its read
+marks there, as any reader does). When it does not exist nobody has the file
+open, and a read-only connection would create ``-wal`` and ``-shm`` and, unable
+to checkpoint, leave them behind; so it opens read-write with ``PRAGMA
+query_only`` (no statement can write) and, as the last connection, lets SQLite
+remove both files on close: the directory is left as it was found.
 """
 
 from __future__ import annotations
@@ -30,9 +41,9 @@ import apsw
 import apsw.bestpractice
 import sqlite_vec
 
-from grimoire.errors import StoreError
+from grimoire.errors import NotAvailableError, StoreError
 
-__all__ = ["Connections", "Synchronous", "connect", "store_errors"]
+__all__ = ["Connections", "Synchronous", "connect", "reader_mode", "store_errors"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -52,6 +63,7 @@ def connect(
     path: Path | str,
     *,
     readonly: bool = False,
+    query_only: bool = False,
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 5_000,
     vec: bool = True,
@@ -59,21 +71,29 @@ def connect(
     """Open ``path`` with Grimoire's settings and sqlite-vec loaded.
 
     ``readonly`` connections are for reader threads: they can never write by
-    mistake. Raises StoreError if the file cannot be opened or configured.
+    mistake. ``query_only`` opens an existing file read-write (never creating
+    it) with every write refused by SQLite (see the module doc: a reader of a
+    database nobody else has open). Raises StoreError if the file cannot be
+    opened or configured.
     """
     if synchronous not in _SYNCHRONOUS:
         raise StoreError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
-        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    )
+    if readonly:
+        flags = apsw.SQLITE_OPEN_READONLY
+    elif query_only:
+        flags = apsw.SQLITE_OPEN_READWRITE
+    else:
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     with store_errors(f"open {path}"):
         conn = apsw.Connection(str(path), flags=flags)
         try:
+            if query_only:
+                conn.pragma("query_only", True)  # before any setting could write
             conn.set_busy_timeout(busy_timeout_ms)
             for setting in _BEST_PRACTICE:
                 setting(conn)
             conn.pragma("synchronous", synchronous)
-            if not readonly:
+            if not (readonly or query_only):
                 # After a checkpoint, truncate a WAL that a big batch grew, instead of
                 # keeping its high-water size on disk forever.
                 conn.pragma("journal_size_limit", 64 * 1024 * 1024)
@@ -88,6 +108,11 @@ def connect(
             conn.close()
             raise
     return conn
+
+
+def reader_mode(path: Path | str) -> Literal["readonly", "query_only"]:
+    """How a reader that must not change the directory connects (module doc)."""
+    return "readonly" if Path(f"{path}-wal").exists() else "query_only"
 
 
 @contextmanager
@@ -117,6 +142,10 @@ class Connections:
     transaction has committed; items queued in a transaction or savepoint
     that rolls back are dropped. Stores use it to update in-memory mirrors
     only with what is durable.
+
+    ``read_only=True``: no write connection at all (``writer`` and
+    ``transaction()`` raise NotAvailableError); every thread reads through its
+    own connection, opened as ``reader_mode`` says when the holder is created.
     """
 
     def __init__(
@@ -126,10 +155,16 @@ class Connections:
         synchronous: Synchronous = "FULL",
         busy_timeout_ms: int = 5_000,
         on_commit: Callable[[list[Any]], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
+        self.read_only = read_only
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = connect(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        self._query_only = read_only and reader_mode(path) == "query_only"
+        self._writer: apsw.Connection | None = None
+        if not read_only:
+            self._writer = connect(path, synchronous=synchronous,
+                                   busy_timeout_ms=busy_timeout_ms)
         self._lock = threading.RLock()
         self._owner: int | None = None
         self._depth = 0
@@ -144,6 +179,12 @@ class Connections:
     def writer(self) -> apsw.Connection:
         """The write connection, for set-up work such as migrations (not for readers)."""
         self._check_open()
+        return self._write_connection()
+
+    def _write_connection(self) -> apsw.Connection:
+        if self._writer is None:
+            raise NotAvailableError(f"sqlite store {self.path} was opened read-only: "
+                                    "it cannot be written")
         return self._writer
 
     def _check_open(self) -> None:
@@ -158,10 +199,11 @@ class Connections:
         """The connection the calling thread should read through."""
         self._check_open()
         if self.in_transaction():
-            return self._writer
+            return self._write_connection()
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.path, readonly=True, busy_timeout_ms=self._busy_timeout_ms)
+            conn = connect(self.path, readonly=not self._query_only,
+                           query_only=self._query_only, busy_timeout_ms=self._busy_timeout_ms)
             with self._readers_lock:
                 if self._closed:
                     conn.close()
@@ -178,13 +220,14 @@ class Connections:
         """
         with self._lock:
             self._check_open()
+            writer = self._write_connection()
             outer = self._depth == 0
             mark = len(self._queued)
             self._depth += 1
             self._owner = threading.get_ident()
             try:
-                with self._writer:  # BEGIN IMMEDIATE at the top, SAVEPOINT when nested
-                    yield self._writer
+                with writer:  # BEGIN IMMEDIATE at the top, SAVEPOINT when nested
+                    yield writer
             except BaseException:
                 del self._queued[mark:]
                 raise
@@ -213,6 +256,7 @@ class Connections:
                 for conn in self._readers:
                     conn.close()
                 self._readers.clear()
-                # Refresh planner statistics the session asked for (apsw best practice).
-                self._writer.pragma("optimize")
-                self._writer.close()
+                if self._writer is not None:
+                    # Refresh planner statistics the session asked for (apsw best practice).
+                    self._writer.pragma("optimize")
+                    self._writer.close()

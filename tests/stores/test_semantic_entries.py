@@ -424,6 +424,8 @@ def test_public_surface() -> None:
         "edges_into",
         # history for grimoire report: PLAYBOOK.md's listings per cycle, retrieval latencies
         "record_playbook_listing", "playbook_listings", "playbook_cycles", "retrieval_series",
+        # opened with read_only=True (a reader beside the daemon)
+        "read_only",
     }
 
 

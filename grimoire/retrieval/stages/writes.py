@@ -8,6 +8,9 @@ thread that queues it on the writer with ``call_batched``, so concurrent
 retrievals share one transaction and one fsync. Measured cost on the
 caller's path: one ``Executor.submit`` (tens of µs).
 
+A read-only Grimoire (``ctx.read_only``) writes nothing: ``submit`` skips
+the job (a done future), so the retrieval is answered and not logged.
+
 ``wait(ctx, retrieval_id)`` lets ``outcome.report`` (and tests) wait until
 a given retrieval's row is written; ``drain(ctx)`` waits for all of them.
 A retrieval whose write fails (writer shut down, queue full) is logged as
@@ -66,6 +69,10 @@ def submit(ctx: Context, key: str, batch_key: str, payload: Any,
 
     ``key`` names the write for ``wait`` (a retrieval id).
     """
+    if ctx.read_only:  # nothing may be written: the read is answered, not logged
+        skipped: Future[Any] = Future()
+        skipped.set_result(None)
+        return skipped
     pending = _pending(ctx)
 
     def run() -> Any:
