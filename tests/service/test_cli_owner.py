@@ -102,7 +102,8 @@ def test_against_a_daemon_and_without_one(daemon: tuple[Path, subprocess.Popen[b
     # A lone surrogate is a validation error naming the field; nothing is written.
     p = cli("call", "episode.write", '{"text": "bad \\ud800 text"}', *d)
     no_traceback(p)
-    assert p.returncode == 1 and "ValidationError: text: holds an unpaired surrogate U+D800" in p.stderr
+    assert p.returncode == 1
+    assert "ValidationError: text: holds an unpaired surrogate U+D800" in p.stderr
 
     # Human output on a terminal-less pipe too; --json is the machine form; non-ASCII as is.
     p = cli("retrieve", "swap reverted", "-k", "3", *d)
