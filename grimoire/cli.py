@@ -195,7 +195,8 @@ def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             params["metrics"] = _metrics(args.metric)
         return "episode.write", params
     if c == "retrieve":
-        params = {"query": args.query, "k": args.k, "mode": args.mode}
+        # an owner at the terminal asks why things rank where they do: the full breakdown
+        params = {"query": args.query, "k": args.k, "mode": args.mode, "explain": True}
         if args.max_tokens:
             params["max_tokens"] = args.max_tokens
         return "retrieve", params

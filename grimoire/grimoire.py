@@ -173,6 +173,12 @@ class Grimoire:
             return
         self._closed = True
         ctx = self._ctx
+        from grimoire.retrieval.stages.writes import drain
+
+        try:  # retrieval log writes wait a few ms before queueing: land them first
+            drain(ctx, timeout_s=10.0)
+        except GrimoireError as exc:
+            log.warning("grimoire.close.retrieval_logs_pending", error=str(exc))
         ctx.writer.stop()
         errors: list[BaseException] = []
         for store in (ctx.episodes, ctx.semantic, ctx.graph):
