@@ -49,13 +49,17 @@ from typing import Any
 import numpy as np
 import structlog
 
-from grimoire import Grimoire
-from grimoire.clock import FrozenClock
-from grimoire.config import Config
-from grimoire.embed import FastEmbedEmbedder, HashEmbedder
-from grimoire.ids import new_id
-from grimoire.mentions import index_new_entries, record_episode_mentions
-from grimoire.records import (
+# This checkout's grimoire, not whichever one is installed (also for the daemon child).
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grimoire import Grimoire  # noqa: E402
+from grimoire.clock import FrozenClock  # noqa: E402
+from grimoire.config import Config  # noqa: E402
+from grimoire.embed import FastEmbedEmbedder, HashEmbedder  # noqa: E402
+from grimoire.ids import new_id  # noqa: E402
+from grimoire.mentions import index_new_entries, record_episode_mentions  # noqa: E402
+from grimoire.records import (  # noqa: E402
     Category,
     DecayClass,
     EntryStatus,
@@ -66,11 +70,11 @@ from grimoire.records import (
     Provenance,
     Regime,
 )
-from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue
-from grimoire.retrieval.stages.writes import drain
-from grimoire.service.client import Client
-from grimoire.service.server import Server
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue  # noqa: E402
+from grimoire.retrieval.stages.writes import drain  # noqa: E402
+from grimoire.service.client import Client  # noqa: E402
+from grimoire.service.server import Server  # noqa: E402
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind  # noqa: E402
 
 TOKENS = ["WETH", "USDC", "DAI", "WBTC", "LINK", "UNI", "AAVE", "ARB", "OP", "MKR"]
 CHAINS = ["ethereum", "base", "arbitrum", "optimism"]
