@@ -45,6 +45,9 @@ class Context:
     graph: GraphStore
     writer: Writer
     events: EventLog = field(default_factory=EventLog)
+    # The episode write path's embedding stage, in front of the writer (methods.episode);
+    # None: the writer embeds too.
+    embed_stage: Writer | None = None
     started_monotonic: float = field(default_factory=time.monotonic)
     tick: int = 0
     # Per-strategy count of episodes written since that strategy was last distilled.

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.errors import EmbedderError, ValidationError
+from grimoire.memory import release_free_memory
 
 __all__ = [
     "BUNDLED_MODEL_ID",
@@ -46,23 +47,6 @@ Vectors = npt.NDArray[np.float32]
 # heaps, so RSS crept up with every large batch. Handing it back costs about a
 # millisecond, so it is done after batches, not after every single text.
 _TRIM_AFTER_TEXTS = 8
-_LIBC: Any = None
-
-
-def release_free_memory() -> None:
-    """Return the C heap's free pages to the system (glibc ``malloc_trim``; no-op elsewhere)."""
-    global _LIBC
-    if _LIBC is None:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL("libc.so.6")
-            libc.malloc_trim.argtypes = [ctypes.c_size_t]
-            _LIBC = libc
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
 
 
 @runtime_checkable

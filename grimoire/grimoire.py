@@ -30,6 +30,7 @@ from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import ConfigError, GrimoireError, NotAvailableError, StoreError
 from grimoire.llm import LLM
 from grimoire.logs import EventLog, get_logger
+from grimoire.memory import release_free_memory
 from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
@@ -218,11 +219,13 @@ class Grimoire:
             config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
             semantic=semantic, graph=graph, writer=Writer(max_queue=config.daemon.write_queue),
             events=EventLog(),
+            embed_stage=Writer(max_queue=config.daemon.write_queue, name="grimoire-embed"),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
         if llm is not None:
             ctx.extras["llm"] = llm
         _wire(ctx)
+        release_free_memory()  # the index rebuild's scan of the episode table is freed now
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
         return cls(ctx, lock, read_only)
@@ -270,6 +273,14 @@ class Grimoire:
             return
         self._closed = True
         ctx = self._ctx
+        from grimoire.retrieval.stages.writes import drain
+
+        try:  # retrieval log writes wait a few ms before queueing: land them first
+            drain(ctx, timeout_s=10.0)
+        except GrimoireError as exc:
+            log.warning("grimoire.close.retrieval_logs_pending", error=str(exc))
+        if ctx.embed_stage is not None:
+            ctx.embed_stage.stop()  # what it accepted goes on to the writer before that stops
         ctx.writer.stop()
         errors: list[BaseException] = []
         for store in (ctx.episodes, ctx.semantic, ctx.graph):

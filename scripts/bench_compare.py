@@ -6,6 +6,14 @@ in one process and one run, beside the numpy brute-force floor. Chroma is option
 asserts nothing. Run from ``scripts/bench_stores.py --compare`` or directly:
 
     python scripts/bench_compare.py --n 10000 --queries 100
+    python scripts/bench_compare.py --all    # + every row of issue 15's table beside its floor
+
+``--all`` also runs, in the same invocation: ``retrieve`` (hybrid search, rerank, MMR) at
+10k episodes + 2k entries + 10k triples in process and over the socket, each beside the
+floor measured call by call with it (``bench_retrieval``); sustained ingest with 8 clients
+against the raw embedder in alternating windows (``bench_daemon --ingest-only``); and the
+daemon's RSS idle and at ``--mem-episodes`` (``bench_memory``). It ends with one table:
+each row, its floor, Grimoire, the ratio and the goal.
 
 What each row measures:
 - search p50 with the query embedding (one text embedded, then top-10), and without;
@@ -33,6 +41,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
@@ -199,14 +208,112 @@ def print_table(n: int, results: list[tuple[str, dict[str, str]]]) -> None:
               + f"  {row.get('note', '')}")
 
 
+def _ms(text: str) -> float:
+    return float(text.split()[0])
+
+
+def issue_rows(args: argparse.Namespace, side: list[tuple[str, dict[str, str]]]
+               ) -> list[tuple[str, str, str, str, str, str, str]]:
+    """The other benchmarks' figures for the issue's table (each beside its own floor)."""
+    import re
+    import subprocess
+
+    import bench_memory
+    import bench_retrieval
+    import structlog
+
+    from grimoire.retrieval.stages.writes import drain
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    emb = FastEmbedEmbedder()
+    got: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="g15", dir="/tmp") as tmp:
+        g, stored, clock, _ = bench_retrieval.build(Path(tmp), emb, args.n, 2_000, 10_000,
+                                                    1_000, 7)
+        try:
+            rows = bench_retrieval.measure("s", g, stored, emb, args.retrieves, False)
+            drain(g.context)
+        finally:
+            g.close()
+        rows += bench_retrieval.measure_socket("s", Path(tmp), clock.now, stored, emb,
+                                               args.retrieves)
+    for _, what, p50, _, cpu in rows:
+        got[what.strip()] = p50
+        got["cpu " + what.strip()] = cpu
+    daemon = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("bench_daemon.py")), "--ingest-only",
+         "--rounds", str(args.rounds), "--seconds", "4"], capture_output=True, text=True,
+        check=True).stdout
+    found = re.search(r"ingest, 8 clients.*?([\d.]+) ep/s\s+x([\d.]+) of the raw embedder "
+                      r"\(([\d.]+)/s\)", daemon)
+    memory = bench_memory.run(args.mem_episodes)
+    side_of = dict(side)
+
+    def col(system: str, key: str) -> str:
+        return side_of.get(system, {}).get(key, "-")
+
+    floor_p50 = got["floor: embed + numpy dot"]
+    inproc = got["retrieve in-process (deciding)"]
+    sock_floor, sock = got["floor (beside the socket calls)"], got[
+        "retrieve over the socket (deciding)"]
+    embed_stage = got["stage: embed"]
+    bare_floor = floor_p50 - got["of which query embedding"]
+    write_floor = _ms(col("numpy floor", "single write p50"))
+    out = [
+        ("search p50 incl. embedding, in process", f"{floor_p50:.2f} ms", f"{inproc:.2f} ms",
+         f"{inproc / floor_p50:.2f}x", "<= 1.5x", col("Chroma", "search+embed p50"),
+         col("LanceDB plain", "search+embed p50")),
+        ("  the same, CPU per call", f"{got['cpu floor: embed + numpy dot']:.2f} ms",
+         f"{got['cpu retrieve in-process (deciding)']:.2f} ms",
+         f"{got['cpu retrieve in-process (deciding)'] / got['cpu floor: embed + numpy dot']:.2f}x",
+         "", "", ""),
+        ("search p50 incl. embedding, socket", f"{sock_floor:.2f} ms", f"{sock:.2f} ms",
+         f"{sock / sock_floor:.2f}x", "<= 1.5x", "", ""),
+        ("search p50, embedding excluded", f"{bare_floor:.2f} ms",
+         f"{inproc - embed_stage:.2f} ms", "", "", col("Chroma", "search p50"),
+         col("LanceDB plain", "search p50")),
+        ("single durable write p50", col("numpy floor", "single write p50"),
+         col("Grimoire", "single write p50"),
+         f"{_ms(col('Grimoire', 'single write p50')) / write_floor:.2f}x",
+         "", col("Chroma", "single write p50"), col("LanceDB plain", "single write p50")),
+        ("batched ingest", col("raw embedder", "batched ingest"),
+         col("Grimoire", "batched ingest"), "", "", col("Chroma", "batched ingest"),
+         col("LanceDB plain", "batched ingest")),
+        ("sustained ingest, 8 clients (daemon)",
+         f"{found.group(3)}/s raw" if found else "-", f"{found.group(1)}/s" if found else "-",
+         f"{found.group(2)}x" if found else "-", ">= 0.9x", "", ""),
+    ]
+    for label, rss, _ in memory:
+        goal = bench_memory.IDLE_GOAL_MIB if label.startswith("idle") else (
+            bench_memory.LOADED_GOAL_MIB)
+        out.append((f"daemon RSS, {label}", "", f"{rss:.0f} MiB", "", f"<= {goal} MiB", "", ""))
+    return out
+
+
+def print_issue_table(rows: list[tuple[str, str, str, str, str, str, str]]) -> None:
+    heads = ("row", "floor", "Grimoire", "ratio", "goal", "Chroma", "LanceDB plain")
+    widths = [max(len(str(r[i])) for r in [heads, *rows]) for i in range(len(heads))]
+    print("\nissue 15, every row beside its floor (one run):")
+    for r in [heads, *rows]:
+        print("  ".join(f"{v!s:<{w}}" for v, w in zip(r, widths, strict=True)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000, help="memories per system")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--writes", type=int, default=50)
+    ap.add_argument("--all", action="store_true", help="every row of issue 15's table")
+    ap.add_argument("--retrieves", type=int, default=150, help="--all: timed retrieves per row")
+    ap.add_argument("--rounds", type=int, default=5, help="--all: ingest windows")
+    ap.add_argument("--mem-episodes", type=int, default=100_000,
+                    help="--all: episodes in the store whose daemon RSS is measured")
     args = ap.parse_args()
     configure_logging("warning")
-    print_table(args.n, run(args.n, args.queries, args.writes))
+    side = run(args.n, args.queries, args.writes)
+    print_table(args.n, side)
+    if args.all:
+        print_issue_table(issue_rows(args, side))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import math
 import pstats
 import random
 import statistics
@@ -48,13 +49,17 @@ from typing import Any
 import numpy as np
 import structlog
 
-from grimoire import Grimoire
-from grimoire.clock import FrozenClock
-from grimoire.config import Config
-from grimoire.embed import FastEmbedEmbedder, HashEmbedder
-from grimoire.ids import new_id
-from grimoire.mentions import index_new_entries, record_episode_mentions
-from grimoire.records import (
+# This checkout's grimoire, not whichever one is installed (also for the daemon child).
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grimoire import Grimoire  # noqa: E402
+from grimoire.clock import FrozenClock  # noqa: E402
+from grimoire.config import Config  # noqa: E402
+from grimoire.embed import FastEmbedEmbedder, HashEmbedder  # noqa: E402
+from grimoire.ids import new_id  # noqa: E402
+from grimoire.mentions import index_new_entries, record_episode_mentions  # noqa: E402
+from grimoire.records import (  # noqa: E402
     Category,
     DecayClass,
     EntryStatus,
@@ -65,11 +70,11 @@ from grimoire.records import (
     Provenance,
     Regime,
 )
-from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue
-from grimoire.retrieval.stages.writes import drain
-from grimoire.service.client import Client
-from grimoire.service.server import Server
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue  # noqa: E402
+from grimoire.retrieval.stages.writes import drain  # noqa: E402
+from grimoire.service.client import Client  # noqa: E402
+from grimoire.service.server import Server  # noqa: E402
+from grimoire.stores.semantic_types import CausalEdge, EdgeKind  # noqa: E402
 
 TOKENS = ["WETH", "USDC", "DAI", "WBTC", "LINK", "UNI", "AAVE", "ARB", "OP", "MKR"]
 CHAINS = ["ethereum", "base", "arbitrum", "optimism"]
@@ -219,23 +224,55 @@ def daemon(root: Path, sock: Path, now: int) -> subprocess.Popen[str]:
     return proc
 
 
-def interleaved(fns: dict[str, Callable[[int], Any]], n: int, warm: int = 10
+Row = tuple[str, str, float, float, float]  # store, measure, p50, p95, cpu ms per call
+SETTLE_S = 0.01  # after each socket call: the daemon's deferred log write lands (untimed)
+
+
+def process_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (all threads) of this process, or of ``pid`` (10 ms ticks) plus this one."""
+    own = time.process_time()
+    if pid is None:
+        return own
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return own + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[str, float] = {}  # row name → mean CPU ms per call (call + its settle), last run
+
+
+def interleaved(fns: dict[str, Callable[[int], Any]], n: int, warm: int = 10,
+                settle: Callable[[], Any] | None = None, pid: int | None = None
                 ) -> dict[str, list[float]]:
-    """Per-call ms of each function, called in turn on the same query (same machine load)."""
+    """Per-call ms of each function, called in turn on the same query (same machine load).
+
+    ``settle`` runs after each call, untimed: a retrieval's log write is deferred a few
+    ms and done on the writer thread (``stages.writes``); settling lets it land between
+    calls, as it does for an agent that acts on what it retrieved, instead of inside the
+    next call timed (which may be the floor's).
+
+    Also records each function's mean CPU time per call in ``CPU`` (this process's, plus
+    ``pid``'s: the daemon's), over the call and its settle so a deferred write is counted
+    where it belongs: a ratio that moves less than wall time on a loaded shared machine."""
     for i in range(warm):
         for fn in fns.values():
             fn(i)
     out: dict[str, list[float]] = {name: [] for name in fns}
+    cpu = dict.fromkeys(fns, 0.0)
     for i in range(n):
         for name, fn in fns.items():
+            cpu0 = process_cpu_s(pid)
             started = time.perf_counter()
             fn(i)
             out[name].append((time.perf_counter() - started) * 1000)
+            if settle is not None:
+                settle()
+            cpu[name] += process_cpu_s(pid) - cpu0
+    CPU.update({name: total * 1000 / max(1, n) for name, total in cpu.items()})
     return out
 
 
 def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbedder, n: int,
-            profile: bool) -> list[tuple[str, str, float, float]]:
+            profile: bool) -> list[Row]:
     """In-process rows (with per-stage timings from the result's trace) beside the floor."""
     stages: dict[str, list[float]] = {}
 
@@ -248,6 +285,12 @@ def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbe
         "  of which query embedding": lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]),
         "retrieve in-process (deciding)": deciding,
         "retrieve in-process (browse)": lambda i: g.retrieve(**params(i), mode="browse"),
+    }, n, settle=lambda: drain(g.context))
+    cpu_of = dict(CPU)
+    # Back to back, nothing settled: each log write lands in whatever call comes next.
+    closed = interleaved({
+        "floor (beside back-to-back calls)": floor_fn(embedder, stored),
+        "retrieve back to back (deciding)": lambda i: g.retrieve(**params(i)),
     }, n)
     drain(g.context)
     if profile:
@@ -260,13 +303,15 @@ def measure(label: str, g: Grimoire, stored: np.ndarray, embedder: FastEmbedEmbe
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
         print(out.getvalue())
         drain(g.context)
-    rows = [(label, name, *percentiles(values)) for name, values in samples.items()]
-    return rows + [(label, f"  stage: {stage}", *percentiles(values))
-                   for stage, values in stages.items() if stage != "total"]
+    rows = [(label, name, *percentiles(values), cpu_of[name]) for name, values in samples.items()]
+    rows += [(label, f"  stage: {stage}", *percentiles(values), math.nan)
+             for stage, values in stages.items() if stage != "total"]
+    return rows + [(label, name, *percentiles(values), CPU[name])
+                   for name, values in closed.items()]
 
 
 def measure_socket(label: str, root: Path, now: int, stored: np.ndarray,
-                   embedder: FastEmbedEmbedder, n: int) -> list[tuple[str, str, float, float]]:
+                   embedder: FastEmbedEmbedder, n: int) -> list[Row]:
     """The socket rows: a daemon subprocess serves the closed store; the floor runs here."""
     sock = Path(tempfile.mkdtemp()) / "bench.sock"
     proc = daemon(root, sock, now)
@@ -276,13 +321,15 @@ def measure_socket(label: str, root: Path, now: int, stored: np.ndarray,
                 "floor (beside the socket calls)": floor_fn(embedder, stored),
                 "retrieve over the socket (deciding)": lambda i: client.call("retrieve",
                                                                              params(i)),
+                "  the same, explain: true": lambda i: client.call(
+                    "retrieve", {**params(i), "explain": True}),
                 "  transport: health over the socket": lambda i: client.call("health"),
-            }, n)
+            }, n, settle=lambda: time.sleep(SETTLE_S), pid=proc.pid)
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(60)
-    return [(label, name, *percentiles(values)) for name, values in samples.items()]
+    return [(label, name, *percentiles(values), CPU[name]) for name, values in samples.items()]
 
 
 def main() -> None:
@@ -310,7 +357,7 @@ def main() -> None:
         sys.setswitchinterval(args.switch_interval)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     embedder = FastEmbedEmbedder()
-    rows: list[tuple[str, str, float, float]] = []
+    rows: list[Row] = []
     configs = [(f"{args.episodes // 1000}k ep + {args.entries // 1000}k entries + "
                 f"{args.triples // 1000}k triples", args.episodes, args.entries, args.triples)]
     if args.big:
@@ -329,15 +376,22 @@ def main() -> None:
             rows += measure_socket(label, Path(tmp), clock.now, stored, embedder, args.n)
     floors: dict[tuple[str, str], float] = {}
     floor = 0.0
-    for label, what, p50, _ in rows:  # each row against the floor measured beside it
+    for label, what, p50, _, _ in rows:  # each row against the floor measured beside it
         if what.startswith("floor"):
             floor = p50
         floors[(label, what)] = floor
-    print("(stage rows: inside the in-process deciding calls, from the result's trace.ms)")
-    print(f"\n{'store':<42} {'measure':<38} {'p50 ms':>8} {'p95 ms':>8} {'p50/floor':>9}")
-    for label, what, p50, p95 in rows:
+    print("(stage rows: inside the in-process deciding calls, from the result's trace.ms;"
+          " cpu: mean CPU ms per call, all threads, the daemon's too for socket rows)")
+    print(f"\n{'store':<42} {'measure':<38} {'p50 ms':>8} {'p95 ms':>8} {'p50/floor':>9}"
+          f" {'cpu ms':>7} {'cpu/floor':>9}")
+    cpu_floor = 0.0
+    for label, what, p50, p95, cpu in rows:
+        if what.startswith("floor"):
+            cpu_floor = cpu
         ratio = p50 / floors[(label, what)]
-        print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {ratio:9.2f}")
+        cpu_text = (f" {cpu:7.2f} {cpu / cpu_floor:9.2f}" if cpu == cpu and cpu_floor > 0
+                    else "")
+        print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {ratio:9.2f}{cpu_text}")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,8 @@ def register_retrieve(sub: Sub) -> None:
 
     def request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         params: dict[str, Any] = {"query": args.query, "k": args.k, "mode": args.mode}
+        if args.json:  # the machine form carries why each item ranks there (opt-in)
+            params["explain"] = True
         if args.max_tokens:
             params["max_tokens"] = args.max_tokens
         return "retrieve", params

@@ -165,7 +165,7 @@ def build_server(call: tools.Call) -> Any:
     @_tool_errors
     def retrieve(query: str, k: int = 10, max_tokens: int | None = None,
                  mode: str = "deciding") -> dict[str, Any]:
-        params: dict[str, Any] = {"query": query, "k": k, "mode": mode}
+        params: dict[str, Any] = {"query": query, "k": k, "mode": mode, "explain": True}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
         out: dict[str, Any] = call("retrieve", params)

@@ -82,7 +82,7 @@ from grimoire.retrieval.decide import (
 from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, narrative
-from grimoire.retrieval.rerank import FACTORS, score_all
+from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
@@ -180,13 +180,17 @@ def _catch_up_mentions(ctx: Context) -> None:
 
 
 def _item(c: Candidate, rank: int, score: float, breakdown: Breakdown, text: str,
-          tokens: int, truncated: bool, ranks: Mapping[str, int]) -> dict[str, Any]:
+          tokens: int, truncated: bool, ranks: Mapping[str, int] | None) -> dict[str, Any]:
+    """One answer item; ``ranks`` None: not explained (factors as plain values, no ranks)."""
+    factors: Any = breakdown if ranks is not None else {
+        name: round(float(parts.get("value", 0.0)), 6) for name, parts in breakdown.items()}
     item: dict[str, Any] = {"id": c.id, "kind": c.kind, "rank": rank, "content": text,
-                            "score": round(score, 6), "factors": breakdown,
-                            "backend_ranks": dict(ranks),
+                            "score": round(score, 6), "factors": factors,
                             "provenance": {**c.provenance, "ref": c.ref},
                             "timestamp": c.timestamp, "confidence": c.confidence,
                             "regime": c.regime, "strategy": c.strategy, "tokens": tokens}
+    if ranks is not None:
+        item["backend_ranks"] = dict(ranks)
     if c.ref is not None:
         item["ref"] = c.ref
     for name in ("thread", "actor"):
@@ -331,34 +335,36 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     region = region_for(ctx, run.query_vector,
                         [f.item.id for f in fitted if f.item.kind == "entry"],
                         run.pool.entries, factors)
-    baseline = {name: round(sum(f[name]["value"] for f in factors.values()) / len(factors), 6)
-                for name in FACTORS} if factors else {}
+    # The log's baseline (each factor's mean over the pool) is computed on the writer
+    # thread from these breakdowns (``stages.log``): not on the query's path.
     context = {"regime": None if req.regime is None else req.regime.value,
-               "strategy": req.strategy, "baseline": baseline}
+               "strategy": req.strategy}
     retrieval_id = new_id(run.now)
     items, logged = [], []
     for rank, f in enumerate(fitted, start=1):
         c = f.item
         items.append(_item(c, rank, scores[c.id], factors[c.id], f.text, f.tokens, f.truncated,
-                           run.ranks.get(c.id, {})))
+                           run.ranks.get(c.id, {}) if req.explain else None))
         logged.append(log_item(c, rank, scores[c.id], factors[c.id], context))
     deciding = req.mode != "browse"
     run.log_job = LogJob(
         retrieval_id, req.query, "deciding" if deciding else "browse", logged, run.now,
         tuple(i["id"] for i in items if i["kind"] == "episode") if deciding else (),
-        tuple(i["id"] for i in items if i["kind"] == "entry") if deciding else ())
+        tuple(i["id"] for i in items if i["kind"] == "entry") if deciding else (),
+        pool_factors=tuple(factors.values()))
     result: dict[str, Any] = {
         "retrieval_id": retrieval_id, "mode": req.mode, "items": items,
         "tokens": sum(f.tokens for f in fitted), "max_tokens": req.max_tokens,
-        "trace": {"backends": {name: len(ids) for name, ids in run.pool.lists.items()
-                               if not name.startswith("_")},
-                  "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
-                  "weights": run.weights, "graph": run.pool.graph,
-                  "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
-                  "time_window": None if run.window is None else {
-                      "start": run.window.start, "end": run.window.end,
-                      "text": run.window.text}},
     }
+    if req.explain:
+        result["trace"] = {
+            "backends": {name: len(ids) for name, ids in run.pool.lists.items()
+                         if not name.startswith("_")},
+            "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
+            "weights": run.weights, "graph": run.pool.graph,
+            "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
+            "time_window": None if run.window is None else {
+                "start": run.window.start, "end": run.window.end, "text": run.window.text}}
     if region is not None:
         result["region"] = region
     if run.decision is not None:

@@ -27,6 +27,10 @@ class MethodSpec:
     summary: str
     params: str
     mutates: bool
+    # Defaults that differ over the socket (the server fills them in when a request leaves
+    # them out): retrieve's breakdown, trace and backend ranks cost bytes and encoding
+    # time on every call, and most agents never read them, so there they are opt-in.
+    socket_defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
     def attr(self) -> str:
@@ -48,7 +52,8 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("episode.get", "one episode by id", "{id}", False),
         MethodSpec("retrieve", "ranked context with factor breakdown and provenance",
                    "{query, k?, max_tokens?, kinds?, categories?, regime?, strategy?, "
-                   "min_confidence?, event_id?, entities?, mood?, mode?, at?, format?}", False),
+                   "min_confidence?, event_id?, entities?, mood?, mode?, at?, format?, "
+                   "explain?}", False, socket_defaults=(("explain", False),)),
         MethodSpec("outcome.report", "how a retrieval's decision turned out",
                    "{retrieval_id, outcome, pnl?, followed_ids?}", True),
         MethodSpec("entry.add", "propose a knowledge entry (through the admission gate)",

@@ -43,6 +43,7 @@ from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
 from grimoire.logs import get_logger
+from grimoire.memory import release_free_memory
 from grimoire.service.datadir import check_feed_kind
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
@@ -203,6 +204,7 @@ class Daemon:
             raise
         finally:
             self.ticks_run += 1
+            release_free_memory()  # what the tick (curator, compaction, ingest) freed
             ended = self._monotonic()
             skipped = self.schedule.advance(ended)
             if skipped:

@@ -319,6 +319,9 @@ class Server:
             return error_response(req_id, METHOD_NOT_FOUND, f"method not found: {method}{hint}",
                                   {"type": "MethodNotFound", "methods": sorted(METHODS),
                                    "did_you_mean": close})
+        defaults = METHODS[method].socket_defaults
+        if defaults:
+            params = {**dict(defaults), **params}
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(

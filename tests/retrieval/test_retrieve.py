@@ -224,3 +224,31 @@ def test_regime_is_a_signal_not_a_filter(g: Grimoire, clock: FrozenClock) -> Non
     world = _world(g, clock)
     result = g.retrieve(query="gas swap", regime=Regime.BULL.value)
     assert world["gas"] in ids(result)  # a high_vol episode is still served, ranked lower
+
+
+def test_explain_off_answers_plain_factor_values_and_the_log_keeps_the_breakdown(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """``explain: false`` trims the answer (factor values only, no ranks, no trace); the
+    retrieval log still holds every factor's value, weight and contribution and the pool's
+    baseline, which ``outcome.report`` credits from."""
+    _world(g, clock)
+    full = g.retrieve(query="swap gas cost", k=5, mode="browse")
+    lean = g.retrieve(query="swap gas cost", k=5, explain=False)
+    assert ids(lean) == ids(full)
+    assert "trace" not in lean and "trace" in full
+    for thin, rich in zip(lean["items"], full["items"], strict=True):
+        assert "backend_ranks" not in thin and "backend_ranks" in rich
+        assert thin["factors"] == {name: pytest.approx(parts["value"], abs=1e-6)
+                                   for name, parts in rich["factors"].items()}
+        assert thin["score"] == rich["score"]
+    settle(g)
+    logged = g.context.semantic.get_retrieval(lean["retrieval_id"])
+    assert logged is not None
+    first = logged.items[0]
+    assert set(first["factors"]["rrf"]) == {"value", "weight", "contribution"}
+    baseline = first["context"]["baseline"]
+    assert set(baseline) == {"rrf", "confidence", "quality", "recency", "regime"}
+    assert all(0.0 <= v <= 1.0 for v in baseline.values())
+    with pytest.raises(ValidationError) as info:
+        g.retrieve(query="gas", explain="yes")
+    assert info.value.field == "explain"

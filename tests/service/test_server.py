@@ -201,6 +201,20 @@ def test_client_raises_the_matching_error_class(served: ServerThread) -> None:
         assert all(isinstance(a, NotFoundError) for a in answers[1::2])
 
 
+def test_retrieve_over_the_socket_explains_only_when_asked(served: ServerThread) -> None:
+    """Over the socket the factor breakdown, backend ranks and trace are opt-in
+    (``explain: true``); by default each item's factors are plain values."""
+    with Client(served.path) as client:
+        client.call("episode.write", {"text": "gas spiked to 90 gwei on base"})
+        lean = client.call("retrieve", {"query": "gas on base"})
+        full = client.call("retrieve", {"query": "gas on base", "explain": True})
+    assert lean["items"] and "trace" not in lean and "trace" in full
+    assert all(isinstance(v, float) for v in lean["items"][0]["factors"].values())
+    assert "backend_ranks" not in lean["items"][0]
+    assert set(full["items"][0]["factors"]["rrf"]) == {"value", "weight", "contribution"}
+    assert full["items"][0]["backend_ranks"]
+
+
 def test_client_without_a_daemon_says_so(sock_dir: Path) -> None:
     with pytest.raises(ProtocolError, match="is `grimoire run` running"):
         Client(sock_dir / "none.sock").call("health")

@@ -16,7 +16,10 @@ episodes served get ``access_count + 1`` and ``last_accessed_at = now``
 strength are NOT touched here: SPEC §4 moves them only on a positive outcome.
 
 Everything runs on the writer thread, batched across concurrent retrievals
-(``stages.writes``). Must not rank.
+(``stages.writes``), and so does the log's own arithmetic: rounding the
+breakdowns and the baseline are computed there from the breakdowns the
+pipeline hands over (it builds them per retrieval and never changes them
+after the hand-off), not on the query's path. Must not rank.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.retrieval.candidates import Breakdown, Candidate
+from grimoire.retrieval.rerank import FACTORS
 from grimoire.retrieval.stages.writes import submit
 
-__all__ = ["LogJob", "log_item", "submit_log", "write_jobs"]
+__all__ = ["LogJob", "baseline", "log_item", "logged", "submit_log", "write_jobs"]
 
 _BATCH_KEY = "retrieval.log"
 
@@ -44,6 +48,8 @@ class LogJob:
     episode_ids: tuple[str, ...] = field(default=())
     entry_ids: tuple[str, ...] = field(default=())
     latency_ms: float | None = None  # the retrieval's wall time, as its trace reports it
+    # Every pooled item's breakdown: the baseline (per factor, the pool's mean) comes from them
+    pool_factors: Sequence[Breakdown] = field(default=())
 
 
 def _rounded(breakdown: Breakdown) -> dict[str, dict[str, float]]:
@@ -53,15 +59,30 @@ def _rounded(breakdown: Breakdown) -> dict[str, dict[str, float]]:
 
 def log_item(candidate: Candidate, rank: int, score: float, breakdown: Breakdown,
              context: Mapping[str, Any]) -> dict[str, Any]:
-    """One returned item as the log keeps it."""
+    """One returned item as handed to the log (``logged`` rounds it on the writer thread)."""
     return {
         "id": candidate.id,
         "kind": candidate.kind,
         "rank": rank,
         "score": round(score, 6),
-        "factors": _rounded(breakdown),
-        "context": dict(context),
+        "factors": breakdown,
+        "context": context,
     }
+
+
+def baseline(pool_factors: Sequence[Breakdown]) -> dict[str, float]:
+    """Each rerank factor's mean value over the pool (the Hedge update's reference)."""
+    if not pool_factors:
+        return {}
+    return {name: round(sum(float(f[name]["value"]) for f in pool_factors) / len(pool_factors),
+                        6) for name in FACTORS}
+
+
+def logged(job: LogJob) -> list[dict[str, Any]]:
+    """The job's items as the log keeps them: breakdowns rounded, context with the baseline."""
+    base = baseline(job.pool_factors)
+    return [{**item, "factors": _rounded(item["factors"]),
+             "context": {**item["context"], "baseline": base}} for item in job.items]
 
 
 def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
@@ -69,7 +90,8 @@ def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
     with ctx.semantic.transaction():
         for job in jobs:
             ctx.semantic.log_retrieval(job.retrieval_id, query=job.query, mode=job.mode,
-                                       items=job.items, now=job.now, latency_ms=job.latency_ms)
+                                       items=logged(job), now=job.now,
+                                       latency_ms=job.latency_ms)
             if job.episode_ids:
                 ctx.semantic.touch_episodes(job.episode_ids, now=job.now)
             if job.entry_ids:

@@ -25,7 +25,7 @@ MODES = ("deciding", "browse", "auto")
 FORMATS = ("items", "context")
 PARAMS = frozenset({
     "query", "k", "max_tokens", "kinds", "categories", "regime", "strategy", "min_confidence",
-    "event_id", "entities", "mood", "mode", "at", "format", "thread", "actor",
+    "event_id", "entities", "mood", "mode", "at", "format", "thread", "actor", "explain",
 })
 MAX_QUERY_CHARS = 8_000
 MAX_K = 100
@@ -50,6 +50,9 @@ class RetrieveRequest:
     format: str = "items"
     thread: str | None = None  # episodes of this thread only (entries have none: unaffected)
     actor: str | None = None  # episodes by this actor only
+    # The full factor breakdown, backend ranks and trace in the answer; off: each item's
+    # factors as plain values (the socket's default: most callers never read the rest)
+    explain: bool = True
 
 
 def _int(value: object, field: str, low: int, high: int) -> int:
@@ -122,6 +125,9 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
         if value is not None and (not isinstance(value, str) or not value or len(value) > 512):
             raise ValidationError("must be a non-empty string of <= 512 chars", field=name)
     mood_raw = params.get("mood")
+    explain = params.get("explain", True)
+    if not isinstance(explain, bool):
+        raise ValidationError("must be true or false", field="explain")
     at = params.get("at")
     if at is not None:
         at = _int(at, "at", 0, 2**63 - 1)
@@ -142,4 +148,5 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
         format=_choice(params.get("format", "items"), FORMATS, "format"),
         thread=params.get("thread"),
         actor=params.get("actor"),
+        explain=explain,
     )

@@ -236,18 +236,36 @@ def _graph(ctx: Context, req: RetrieveRequest, keys: list[str], kinds: Sequence[
     return ranked, trace
 
 
+def _run_all(work: list[tuple[Future[Any], Any, tuple[Any, ...]]]) -> None:
+    for future, fn, args in work:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # re-raised by the caller's Future.result()
+                future.set_exception(exc)
+
+
 def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> Keyword:
-    """Start the BM25 and graph backends in the read pool (they need no query vector)."""
-    pool = _reads()
+    """Start the BM25 and graph backends in the read pool (they need no query vector).
+
+    They run one after the other in one pool thread: the query embedding has both cores
+    (two ONNX threads), and three more runnable threads beside it made the embedding
+    itself slower by more than the backends took (measured, bench_retrieval)."""
     out = Keyword()
+    work: list[tuple[Future[Any], Any, tuple[Any, ...]]] = []
     words = keyword_query(req.query).split()
     if words and "entry" in kinds:
-        out.entries = pool.submit(_bm25_entries, ctx, req, words)
+        out.entries = Future()
+        work.append((out.entries, _bm25_entries, (ctx, req, words)))
     if words and "episode" in kinds:
-        out.episodes = pool.submit(_bm25_episodes, ctx, req, words)
+        out.episodes = Future()
+        work.append((out.episodes, _bm25_episodes, (ctx, req, words)))
     keys = query_keys(req.query, req.entities)
     if keys:
-        out.graph = pool.submit(_graph, ctx, req, keys, kinds)
+        out.graph = Future()
+        work.append((out.graph, _graph, (ctx, req, keys, kinds)))
+    if work:
+        _reads().submit(_run_all, work)
     return out
 
 

@@ -6,7 +6,8 @@ log row that ``outcome.report`` will look up, and in deciding mode the
 access bookkeeping of what it served — is handed to one small background
 thread that queues it on the writer with ``call_batched``, so concurrent
 retrievals share one transaction and one fsync. Measured cost on the
-caller's path: one ``Executor.submit`` (tens of µs).
+caller's path: one ``Executor.submit`` (tens of µs). The hand-off waits
+``DEFER_S`` first, so the write does not compete with the answer on its way out.
 
 A read-only Grimoire (``ctx.read_only``) writes nothing: ``submit`` skips
 the job (a done future), so the retrieval is answered and not logged.
@@ -37,11 +38,19 @@ __all__ = ["drain", "submit", "wait"]
 log = get_logger(__name__)
 
 _PENDING = "retrieval.pending"  # ctx.extras key: {key: Future}
+_HURRY = "retrieval.hurry"  # ctx.extras key: {key: Event} that ends a pending write's delay
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 # A few threads, so that writes of concurrent retrievals reach the writer queue together
 # and share one transaction (call_batched); each thread mostly waits on the writer.
 _WORKERS = 4
+# The write is queued this long after the retrieval returns. Queued at once, the writer's
+# transaction (and the wake-ups of two threads) ran exactly while the socket server was
+# encoding and sending the answer, and cost that answer ~2 ms on a loaded 2-core machine
+# (bench_retrieval: socket p50 2.25x the floor with it, 1.75x without the log write at
+# all). A few ms later the answer has gone. ``wait``/``drain`` (``outcome.report``) end the
+# delay of the writes they wait for: nobody who needs the row waits for the deferral.
+DEFER_S = 0.004
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -63,6 +72,14 @@ def _pending(ctx: Context) -> dict[str, Future[Any]]:
         return found
 
 
+def _hurries(ctx: Context) -> dict[str, threading.Event]:
+    with ctx.state_lock:
+        found: dict[str, threading.Event] | None = ctx.extras.get(_HURRY)
+        if found is None:
+            found = ctx.extras[_HURRY] = {}
+        return found
+
+
 def submit(ctx: Context, key: str, batch_key: str, payload: Any,
            handler: Callable[[Sequence[Any]], Sequence[Any]]) -> Future[Any]:
     """Queue ``handler([payload, …])`` on the writer (batched by ``batch_key``); don't wait.
@@ -73,19 +90,24 @@ def submit(ctx: Context, key: str, batch_key: str, payload: Any,
         skipped: Future[Any] = Future()
         skipped.set_result(None)
         return skipped
-    pending = _pending(ctx)
+    pending, hurries = _pending(ctx), _hurries(ctx)
+    delay = DEFER_S
+    hurry = threading.Event()  # set by ``wait``: someone needs this write now
 
     def run() -> Any:
+        hurry.wait(delay)  # let the caller's answer go out first (see DEFER_S)
         return ctx.writer.call_batched(batch_key, payload, handler)
 
     future = _pool().submit(run)
     with ctx.state_lock:
         pending[key] = future
+        hurries[key] = hurry
 
     def done(f: Future[Any]) -> None:
         with ctx.state_lock:
             if pending.get(key) is f:
                 del pending[key]
+                hurries.pop(key, None)
         exc = f.exception()
         if exc is not None:
             log.error("retrieval.log.failed", key=key, error=str(exc),
@@ -100,6 +122,9 @@ def wait(ctx: Context, key: str, timeout_s: float = 30.0) -> None:
     future = _pending(ctx).get(key)
     if future is None:
         return
+    hurry = _hurries(ctx).get(key)
+    if hurry is not None:
+        hurry.set()
     try:
         future.result(timeout=timeout_s)
     except FutureTimeout:

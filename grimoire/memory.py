@@ -1,0 +1,37 @@
+"""Handing freed C-heap memory back to the system.
+
+glibc keeps what a thread frees in that thread's heap (arena) for reuse, and gives it
+back to the system only from the top of the main heap. A daemon whose big allocations
+are transient — LanceDB's scan of the whole table when the episode index is rebuilt on
+open, onnxruntime's activations for an embedding batch (no arena: see ``embed``), a
+curator cycle — therefore kept its peak as RSS for good: at 100k episodes the rebuild
+alone left ~260 MiB freed but resident (bench_memory.py). ``malloc_trim(0)`` returns it;
+it costs about a millisecond (more with many arenas), so it is called after such work,
+not after every call: on open, after embedding batches, after each heartbeat tick.
+
+Owns only that call. No-op where there is no glibc.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["release_free_memory"]
+
+_LIBC: Any = None
+
+
+def release_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc ``malloc_trim``; no-op elsewhere)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            _LIBC = libc
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)

@@ -1,0 +1,105 @@
+"""Where retrieval's per-query work goes: off the caller's path, and not repeated.
+
+Each test pins one mechanism of issue 15's retrieval work by its behaviour (never by
+timing): the log write is deferred until the answer has gone but never makes a waiter
+wait; the log's rounding and baseline are computed from the handed-over breakdowns; the
+keyword and graph backends run as one job in the read pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.retrieval.stages import sources, writes
+from grimoire.retrieval.stages.log import LogJob, logged
+from tests.retrieval.retrieve_support import HOUR, open_grimoire, put_entry
+
+
+@pytest.fixture
+def g(tmp_path: Path) -> Iterator[Grimoire]:
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "data", clock) as grimoire:
+        grimoire.episode_write(text="gas spiked to 90 gwei on base", type="observation")
+        clock.advance(HOUR)
+        grimoire.episode_write(text="swap WETH for USDC filled with 30 bps slippage",
+                               type="action", outcome="negative")
+        put_entry(grimoire, "Avoid swaps when gas is above 60 gwei on base")
+        yield grimoire
+
+
+def test_the_log_write_waits_for_the_answer_but_never_for_a_waiter(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an (absurdly) long deferral the row is not written when retrieve returns; a
+    waiter (``outcome.report`` waits the same way) ends the deferral and finds it."""
+    monkeypatch.setattr(writes, "DEFER_S", 3600.0)
+    result = g.retrieve(query="gas on base", k=3)
+    rid = result["retrieval_id"]
+    assert g.context.semantic.get_retrieval(rid) is None  # deferred, not lost
+    writes.wait(g.context, rid)
+    logged_row = g.context.semantic.get_retrieval(rid)
+    assert logged_row is not None and [i["id"] for i in logged_row.items] == [
+        i["id"] for i in result["items"]]
+    answer = g.outcome_report(retrieval_id=g.retrieve(query="swap slippage")["retrieval_id"],
+                              outcome="positive")
+    assert answer["updated"] >= 0  # found its row at once: the deferral was cut short
+
+
+def test_the_log_rounds_the_handed_over_breakdowns_and_adds_the_pool_baseline() -> None:
+    """The pipeline hands the breakdowns over as they are; the writer-side ``logged``
+    rounds them and adds each factor's mean over the whole pool."""
+    def breakdown(v: float) -> dict[str, dict[str, float]]:
+        return {name: {"value": v, "weight": 0.2, "contribution": v * 0.2}
+                for name in ("rrf", "confidence", "quality", "recency", "regime")}
+
+    shown = breakdown(0.123456789)
+    job = LogJob("r1", "q", "deciding", [{"id": "a", "kind": "episode", "rank": 1,
+                                          "score": 0.5, "factors": shown,
+                                          "context": {"regime": None, "strategy": None}}],
+                 now=0, pool_factors=(shown, breakdown(0.5), breakdown(1.0)))
+    (item,) = logged(job)
+    assert item["factors"]["rrf"] == {"value": 0.123457, "weight": 0.2,
+                                      "contribution": 0.024691}
+    assert item["context"]["baseline"]["rrf"] == pytest.approx((0.123456789 + 1.5) / 3,
+                                                               abs=1e-6)
+    assert shown["rrf"]["value"] == 0.123456789  # the answer's breakdown is not touched
+
+
+def test_keyword_and_graph_backends_are_one_job_in_the_read_pool(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25 (entries, episodes) and the graph backend go to the read pool as one job, so
+    one extra thread runs beside the query embedding instead of three."""
+    submitted: list[Any] = []
+
+    class Recorder:
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            submitted.append(fn)
+            fn(*args)
+            done: Future[Any] = Future()
+            done.set_result(None)
+            return done
+
+    monkeypatch.setattr(sources, "_reads", lambda: Recorder())
+    result = g.retrieve(query="swap WETH on base", k=5,
+                        entities=[{"kind": "token", "id": "WETH"}])
+    assert result["items"]
+    assert len(submitted) == 1
+    assert {"bm25.episode", "bm25.entry"} <= set(result["trace"]["backends"])
+
+
+def test_close_lands_a_deferred_log_write(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closing right after a retrieval still writes its (deferred) log row."""
+    monkeypatch.setattr(writes, "DEFER_S", 3600.0)
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "data", clock) as grimoire:
+        grimoire.episode_write(text="gas spiked to 90 gwei on base")
+        rid = grimoire.retrieve(query="gas")["retrieval_id"]
+    with open_grimoire(tmp_path / "data", clock) as reopened:
+        assert reopened.context.semantic.get_retrieval(rid) is not None
