@@ -360,7 +360,7 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
         "trace": {"backends": {name: len(ids) for name, ids in run.pool.lists.items()
                                if not name.startswith("_")},
                   "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
-                  "weights": run.weights, "graph": run.pool.graph,
+                  "weights": run.weights, "graph": run.pool.graph, "hop": run.pool.hop,
                   "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
                   "time_window": None if run.window is None else {
                       "start": run.window.start, "end": run.window.end,

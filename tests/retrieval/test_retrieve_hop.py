@@ -37,9 +37,12 @@ def _vault(tmp_path: Path, **overrides: object) -> tuple[str, list[str]]:
                             timestamp=2_000 + i)
         g.episode_write(text="the vault lost money after a swap on AERO/USDC",
                         timestamp=5_000)
-        found = ids(g.retrieve(query="why did the vault lose money", kinds=["episode"], k=2,
-                               mode="browse"))
-        return b, found
+        result = g.retrieve(query="why did the vault lose money", kinds=["episode"], k=2,
+                            mode="browse")
+        if b in ids(result):  # the trace says how: the first hop, then its mentions
+            assert result["trace"]["backends"]["hop.episode"] >= 1
+            assert result["trace"]["hop"]["first"]
+        return b, ids(result)
 
 
 def test_only_the_second_hop_finds_what_the_first_hop_names(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ def _actors(req: RetrieveRequest, pool: Pool) -> None:
             named.append(episode)
     if named:
         pool.add("entity.episode", named, [1.0] * len(named))
+        pool.hop["actors"] = sorted({e.actor for e in named if e.actor is not None})
 
 
 def first_hop(pool: Pool, weights: Mapping[str, float], depth: int, m: int) -> list[str]:
@@ -123,6 +124,7 @@ def _second_hop(ctx: Context, req: RetrieveRequest, pool: Pool,
             if shared:
                 scores[episode_id] = sum(idf[t] for t in shared)
     found = _mentioned(ctx, req, pool, first, total, scores)
+    pool.hop.update({"first": first, "terms": sorted(idf, key=lambda t: (-idf[t], t))})
     if not scores:
         return
     ranked = sorted(scores, key=lambda i: (-scores[i], i))[:cfg.candidates]
