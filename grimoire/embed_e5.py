@@ -10,8 +10,10 @@ as ``"query: …"`` (``embed_query``, which ``embed.embed_one`` prefers when an 
 has it). Measured on LoCoMo's development half (``scripts/bench_recall.py``): see
 README "Stronger models". It costs about 2-3x the default model per text.
 
-A store remembers the model that embedded it and refuses another: a new model needs a
-new store (see the README for moving one).
+A store remembers the model that embedded it and refuses another: ``grimoire reembed``
+writes a copy of a store under the new model.
+
+Owns: this model behind the ``Embedder`` protocol. Must not download anything.
 """
 
 from __future__ import annotations

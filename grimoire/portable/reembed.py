@@ -18,6 +18,8 @@ left as it was:
 The episode store's lock makes it refuse while a daemon holds ``DIR``: stop it first.
 The new model must keep the dimension (the vec0 table is declared with it): both
 models offered today are 384-d. Everything is written to ``OUT.partial`` and renamed.
+
+Owns: building the re-embedded copy. Must not modify ``DIR`` nor run beside a daemon.
 """
 
 from __future__ import annotations
