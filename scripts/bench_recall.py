@@ -260,10 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("all", "fit", "check"), default="all")
     parser.add_argument("--latency", type=int, default=40,
                         help="questions per conversation timed for the p50 (0: none)")
-    parser.add_argument("--fit", choices=("backends", "temporal"), default=None,
+    parser.add_argument("--fit", choices=("backends", "temporal", "hop"), default=None,
                         help="grid-search retrieval.fusion_weights on the fit split (the "
                              "full pipeline's R@10) and print the best: the backends' "
-                             "shares, or the temporal list's weight beside the current ones")
+                             "shares, the temporal list's weight, or the entity and second "
+                             "hop lists' weights, beside the current ones")
     parser.add_argument("--fusion", choices=("convex", "rrf"), default=None,
                         help="override retrieval.fusion (an ablation)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
@@ -288,6 +289,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         current = Config().retrieval.fusion_weights
         grid = {f"t{t}": {"retrieval.fusion_weights": {**current, "temporal": t / 4}}
                 for t in range(0, 7)}
+    elif args.fit == "hop":
+        args.split = "fit"
+        current = Config().retrieval.fusion_weights
+        grid = {f"e{e}h{h}": {"retrieval.fusion_weights": {**current, "entity": e / 10,
+                                                           "hop": h / 10}}
+                for e in range(0, 5) for h in range(0, 4)}
     overrides = {key: json.loads(value) for key, value in
                  (item.split("=", 1) for item in args.set)}
     if args.fusion is not None:

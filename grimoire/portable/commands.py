@@ -1,5 +1,5 @@
 """The CLI subcommands of this package: ``mcp``, ``backup``, ``restore``, ``export``, ``import``,
-``clade``. ``grimoire.cli`` registers them with ``add_commands`` and hands a parsed
+``clade``, ``reembed``. ``grimoire.cli`` registers them with ``add_commands`` and hands a parsed
 command to ``run_command``; the logic lives in the modules of this package.
 """
 
@@ -15,7 +15,7 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade")
+COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade", "reembed")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -53,6 +53,14 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("bundle", help="bundle directory")
     p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
                    help="where the bundle comes from")
+    p = sub.add_parser("reembed", help="copy a data directory re-embedded by another model",
+                       description="Write OUT: the data directory with every episode and "
+                       "entry vector recomputed by MODEL (same dimension); the daemon must "
+                       "be stopped. Then point data_dir at OUT and set embedding.model.")
+    common(p)
+    p.add_argument("out", help="new data directory")
+    p.add_argument("--model", required=True,
+                   help="the embedding model to move to (e.g. multilingual-e5-small-q4)")
     p = sub.add_parser("clade", help="publish to / pull from a shared Clade table",
                        description="Exchange warnings and validated heuristics through one "
                        "shared LanceDB table (clade.publish / clade.pull; through the daemon "
@@ -95,6 +103,15 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         os.nice(10)
         _print(backup(config.data_dir, args.dest, config_file=getattr(args, "config", None),
                       playbook=config.playbook_path))
+        return 0
+    if c == "reembed":
+        from grimoire.embed import make_embedder
+        from grimoire.portable.reembed import reembed
+
+        e = config.embedding
+        embedder = make_embedder(args.model, None, e.dim, e.threads, e.batch_size,
+                                 e.max_tokens)
+        _print(reembed(config.data_dir, args.out, embedder, config))
         return 0
     if c == "mcp":
         from grimoire.mcp.server import serve

@@ -1,6 +1,8 @@
 """``retrieve``: the hybrid pipeline of SPEC §9 from the stores to the agent's context.
 
     embed query ─▶ candidates (vector, BM25, graph; top 20 per backend and kind)
+      ─▶ entity expansion (query-named actors; the second hop from the first hop's
+         entities: ``stages.hop``)
       ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
       ─▶ rerank (learned weights; + mood factor)
       ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
@@ -44,7 +46,8 @@ The result's ``trace`` says which backends found how much, the event and
 its ancestors, the weights used, and ``ms``: each stage's wall time.
 
 The stages live in small modules: ``stages.params`` (validation),
-``stages.sources`` (backends), ``stages.records`` (record caches),
+``stages.sources`` (backends), ``stages.hop`` (entity expansion),
+``stages.records`` (record caches),
 ``stages.pool`` (candidates, ancestors), ``stages.terms`` (BM25 words),
 ``stages.log`` / ``stages.writes`` (what is written, and how),
 ``stages.region`` (the query's region in the curator's region MDP: the
@@ -83,6 +86,7 @@ from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
+from grimoire.retrieval.stages.hop import expand
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
@@ -262,7 +266,10 @@ def _gather(ctx: Context, run: _Run) -> None:
     finish_keyword(keyword, run.pool, run.kinds)
     if run.pool.graph:
         _catch_up_mentions(ctx)
-    run.lap("keyword_wait", started)
+    started = run.lap("keyword_wait", started)
+    if "episode" in run.kinds:
+        expand(ctx, req, run.pool)  # entity.episode, hop.episode (stages.hop)
+    run.lap("expand", started)
 
 
 def _start_vector(run: _Run) -> Vectors | None:
@@ -361,7 +368,7 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
             "backends": {name: len(ids) for name, ids in run.pool.lists.items()
                          if not name.startswith("_")},
             "pool": len(run.cands), "event_id": run.start, "ancestors": len(run.found),
-            "weights": run.weights, "graph": run.pool.graph,
+            "weights": run.weights, "graph": run.pool.graph, "hop": run.pool.hop,
             "contrarian": run.contrarian, "at": req.at, "ms": run.ms,
             "time_window": None if run.window is None else {
                 "start": run.window.start, "end": run.window.end, "text": run.window.text}}

@@ -99,6 +99,7 @@ class Pool:
     lists: dict[str, list[str]] = field(default_factory=dict)
     entry_similarity: list[tuple[GrimoireEntry, float]] = field(default_factory=list)
     graph: dict[str, Any] = field(default_factory=dict)
+    hop: dict[str, Any] = field(default_factory=dict)  # what stages.hop linked, for the trace
     injected: list[str] = field(default_factory=list)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)  # list → id → score
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from grimoire.context import Context
 
-__all__ = ["SAMPLE", "TermSample", "observe_episode_terms", "selective_words", "terms_of"]
+__all__ = ["SAMPLE", "TermSample", "observe_episode_terms", "sample_of", "selective_words",
+           "terms_of"]
 
 SAMPLE = 2_000
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -72,9 +73,13 @@ class TermSample:
 
     def share(self, word: str) -> float:
         """Estimated fraction of documents containing ``word`` (0 with an empty sample)."""
+        return self.term_share(_norm(word))
+
+    def term_share(self, term: str) -> float:
+        """``share`` of a term already normalised (one of ``terms_of``'s)."""
         with self._lock:
             n = len(self._docs)
-            return self._counts.get(_norm(word), 0) / n if n else 0.0
+            return self._counts.get(term, 0) / n if n else 0.0
 
 
 def _samples(ctx: Context) -> dict[str, TermSample]:
@@ -100,6 +105,11 @@ def _sample(ctx: Context, kind: str) -> TermSample:
         sample.mark = newest
         samples[kind] = sample
     return sample
+
+
+def sample_of(ctx: Context, kind: str) -> TermSample:
+    """The document-frequency sample of ``kind`` ("episode" | "entry"), built on first use."""
+    return _sample(ctx, kind)
 
 
 def selective_words(ctx: Context, kind: str, words: Sequence[str]) -> str:
