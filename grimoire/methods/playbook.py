@@ -12,7 +12,6 @@ Must not change any entry: it only reads the semantic store.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
@@ -77,22 +76,12 @@ def playbook_counts(ctx: Context) -> dict[str, int]:
     return out
 
 
-def _shown(entry: GrimoireEntry) -> GrimoireEntry:
-    # The compiler words an entry from its claim when it has one; for an event link
-    # ({"event", "within_ms"} → "event:B") that gives "When event is clade_alert and
-    # within is 600000, …", while the learner's own sentence ("A clade alert is followed
-    # by … within 10 min: 4 of 11 times …") says it properly. Show the sentence.
-    if entry.claim is not None and entry.claim.target.startswith("event:"):
-        return dataclasses.replace(entry, claim=None)
-    return entry
-
-
 def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
              snapshot: Mapping[str, GrimoireEntry] | None = None,
              ) -> tuple[str, list[GrimoireEntry], list[PlaybookItem]]:
     """The text, the entries selected, and the items the text shows (within the line cap)."""
     entries = select_entries(ctx, snapshot)
-    items = [PlaybookItem(_shown(e), min(1.0, max(0.0, effective_confidence(
+    items = [PlaybookItem(e, min(1.0, max(0.0, effective_confidence(
         e, now, ctx.config.decay)))) for e in entries]
     text, shown = compile_listing(items, tick=tick, generated_at=now,
                                   counts=playbook_counts(ctx) if counts is None else counts,
