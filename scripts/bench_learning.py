@@ -36,6 +36,7 @@ from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
+from grimoire.feeds.sim_market import GAS_UNITS
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
@@ -70,7 +71,7 @@ PLANTED: dict[str, Callable[[GrimoireEntry], bool]] = {"gas": _gas, "swap": _swa
 
 Test = Callable[[Claim], bool]
 _MULTS = {"gas_gwei": "gas_mult", "slippage_bps": "slippage_mult", "volume": "volume_mult",
-          "pool_liquidity": "liquidity_mult"}
+          "pool_liquidity": "liquidity_mult", "fees": "gas_mult"}
 _PAIR_KEYS = {"token_pair", "chain"}
 
 
@@ -154,6 +155,21 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
             rest = sum(others) / len(others) if others else value
             if abs(value - rest) >= 0.1 * rest:
                 effects.append(_regime_test(metric, regime, value > rest))
+    # An action's fees follow the gas it uses (market.gas_units): one that uses more gas
+    # than its strategy's other actions costs more, a true effect of the world too.
+    units = scenario.gas_units or GAS_UNITS
+    for strategy in scenario.strategies:
+        acts = dict(strategy.actions)
+        for action in acts:
+            others = [(units.get(a, 200_000), w) for a, w in acts.items() if a != action]
+            if not others:
+                continue
+            rest = sum(u * w for u, w in others) / sum(w for _, w in others)
+            mine = units.get(action, 200_000)
+            if abs(mine - rest) >= 0.1 * rest:
+                effects.append((lambda a, hi: lambda c: (
+                    c.target == "metric:fees" and c.condition == {"action": a}
+                    and (c.direction == "higher") == hi))(action, mine > rest))
     return named, effects, old
 
 
