@@ -36,7 +36,9 @@ _GENERATED = re.compile(r'^generated_at: "([0-9T:\-]+Z)"$', re.MULTILINE)
 
 def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = None,
                    ) -> list[GrimoireEntry]:
-    """Active rules, their parent insights / causal links (unless archived), active links.
+    """Active rules, their parent insights / causal links (unless archived), active links,
+    and active insights with a structured claim (a regularity earned from outcomes that no
+    rule was derived from, e.g. a level that is neither a cost nor a gain, stands alone).
 
     ``snapshot`` (every entry by id, e.g. a curator cycle's) is used instead of reading
     the store when given."""
@@ -44,12 +46,13 @@ def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = 
     if snapshot is None:
         rules = semantic.list_entries(EntryFilter(categories=_RULES,
                                                   statuses=(EntryStatus.ACTIVE,)), limit=None)
-        links = semantic.list_entries(EntryFilter(categories=(Category.CAUSAL_LINK,),
-                                                  statuses=(EntryStatus.ACTIVE,)), limit=None)
+        links = [e for e in semantic.list_entries(
+            EntryFilter(categories=_SUPPORT, statuses=(EntryStatus.ACTIVE,)), limit=None)
+            if _stands_alone(e)]
     else:
         active = [e for e in snapshot.values() if e.status is EntryStatus.ACTIVE]
         rules = [e for e in active if e.category in _RULES]
-        links = [e for e in active if e.category is Category.CAUSAL_LINK]
+        links = [e for e in active if e.category in _SUPPORT and _stands_alone(e)]
     chosen = {e.id: e for e in (*rules, *links)}
     for rule in rules:
         for parent_id in rule.parent_entry_ids:
@@ -61,6 +64,11 @@ def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = 
                     and parent.status not in (EntryStatus.ARCHIVED, EntryStatus.QUARANTINED)):
                 chosen[parent.id] = parent
     return sorted(chosen.values(), key=lambda e: e.id)
+
+
+def _stands_alone(entry: GrimoireEntry) -> bool:
+    """An active causal link, or an active insight that states a structured claim."""
+    return entry.category is Category.CAUSAL_LINK or entry.claim is not None
 
 
 def playbook_counts(ctx: Context) -> dict[str, int]:
