@@ -126,6 +126,13 @@ def _regime_test(metric: str, regime: str, higher: bool) -> Test:
     return test
 
 
+def _fee_test(action: str, higher: bool) -> Test:
+    def test(c: Claim) -> bool:
+        return (c.target == "metric:fees" and c.condition == {"action": action}
+                and (c.direction == "higher") == higher)
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -167,9 +174,7 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
             rest = sum(u * w for u, w in others) / sum(w for _, w in others)
             mine = units.get(action, 200_000)
             if abs(mine - rest) >= 0.1 * rest:
-                effects.append((lambda a, hi: lambda c: (
-                    c.target == "metric:fees" and c.condition == {"action": a}
-                    and (c.direction == "higher") == hi))(action, mine > rest))
+                effects.append(_fee_test(action, mine > rest))
     return named, effects, old
 
 
