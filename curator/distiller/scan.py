@@ -47,6 +47,7 @@ from grimoire.config import DistillerConfig
 __all__ = ["Hypothesis", "ranks_with_ties", "scan"]
 
 METRIC_TEST = "welch_t+mann_whitney"
+_MARKET_ATTRIBUTES = ("token_pair", "chain")  # what is traded where (not the regime: a state)
 RATE_TEST = "fisher_exact"
 
 
@@ -182,6 +183,16 @@ def _rate_conditions(
                        in_regime & pair_mask)
         for cond, mask in windows:
             yield {"action": action, **cond}, own & mask
+        # What is traded where × the time of day: a pair (or chain) can be costly at some
+        # hours only (its own liquidity hours), a regularity the whole action's hour scan
+        # dilutes with the other pairs. Each such scan weighs as one window scan (below).
+        for name in _MARKET_ATTRIBUTES:
+            values = _attr_values(table, name, own)
+            if len(values) < 2:
+                continue  # one value: the same rows as the action's own hour scan
+            for value, value_mask in values:
+                for cond, mask in windows:
+                    yield {"action": action, name: value, **cond}, own & value_mask & mask
         for cond, mask in _bands(table, skip=None):
             yield {"action": action, **cond}, own & mask
 
