@@ -133,6 +133,20 @@ def _fee_test(action: str, higher: bool) -> Test:
     return test
 
 
+def _outcome_metric_test(rule: Any, higher: bool) -> Test:
+    parts = {"action": rule.action, "token_pair": rule.token_pair,
+             "regime": None if rule.regime is None else rule.regime.value}
+
+    def test(c: Claim) -> bool:
+        cond = {k: v for k, v in c.condition.items() if k not in ("hour_window", "tool")}
+        return (c.target in ("metric:pnl", "metric:return_bps")
+                and (c.direction == "higher") == higher
+                and rule.strategy in (None, c.strategy)
+                and (rule.hours is not None or "hour_window" not in c.condition)
+                and bool(cond) and all(parts.get(k) == v for k, v in cond.items()))
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -175,6 +189,11 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
             mine = units.get(action, 200_000)
             if abs(mine - rest) >= 0.1 * rest:
                 effects.append(_fee_test(action, mine > rest))
+    # An outcome rule moves the P&L of the actions it covers: their mean pnl / return under
+    # the rule's condition (or a part of it) is lower when it loses more, higher when less.
+    for r in scenario.outcome_rules:
+        if r.negative_rate != scenario.base_negative_rate:
+            effects.append(_outcome_metric_test(r, r.negative_rate < scenario.base_negative_rate))
     return named, effects, old
 
 
@@ -201,7 +220,11 @@ def playbook_lines(markdown: str, by_id: dict[str, GrimoireEntry],
         m = _LINE.match(line)
         if m is None:
             continue
-        entry = next((e for i, e in by_id.items() if i.startswith(m["short"])), None)
+        # A short id is unique among the listed entries only (an archived or candidate
+        # entry may share it): the listed one is active, or the parent a rule names.
+        found = [e for i, e in by_id.items() if i.startswith(m["short"])]
+        entry = next((e for e in found if e.status is EntryStatus.ACTIVE),
+                     next((e for e in found if e.claim is not None), None))
         ticks = _TICKS.search(m["meta"])
         cited = _CITED.search(m["text"])
         n = None if cited is None else int(cited["n"] or cited["m"] or cited["k"])
