@@ -1,6 +1,8 @@
 """Enumerate the distiller's hypotheses (condition × target) and test each one.
 
-Owns: which conditions are tried against which targets, and each
+Owns: which conditions are tried against which targets (a metric level against
+the context: attributes, actions, hours; an outcome rate also against the bands of
+measured metrics), and each
 hypothesis's statistics: for a metric level, Welch's t test and the
 Mann–Whitney rank test of the episodes under the condition against the rest
 (two-sided, the larger p-value of the two); for an outcome rate,
@@ -160,7 +162,10 @@ def _metric_conditions(
         for action, mask in table.action_masks.items():
             yield {"action": action}, mask
         yield from windows
-        yield from _bands(table, skip=metric)
+        # No band of another metric: two measurements of one episode are often computed
+        # from one another or from common inputs (a fee from gas and size, P&L from size
+        # and return), and the data cannot tell that arithmetic from a regularity. A level
+        # is conditioned on the context it is observed in; bands condition outcomes.
 
     return _unique(items(), present, cfg.min_support)
 
