@@ -113,9 +113,11 @@ def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any
             yield cond, hour_window_mask(table.hours, start, width)
 
 
-def _bands(table: Table, skip: str | None) -> Iterator[tuple[dict[str, Any], Mask]]:
+def _bands(table: Table, skip: str | frozenset[str] | None
+           ) -> Iterator[tuple[dict[str, Any], Mask]]:
+    skipped = skip if isinstance(skip, frozenset) else frozenset({skip} - {None})
     for metric in table.bands:
-        if metric == skip:
+        if metric in skipped:
             continue  # a metric's own third says nothing about the metric
         for part in ("lower", "upper"):
             mask = band_mask(table, metric, part)
@@ -198,7 +200,11 @@ def _rate_conditions(
             for value, value_mask in values:
                 for cond, mask in windows:
                     yield {"action": action, name: value, **cond}, own & value_mask & mask
-        for cond, mask in _bands(table, skip=None):
+        # Not the outcome's own measures (an action is negative exactly when its P&L is):
+        # tried here, such a band would be selected first and, overlapping every real
+        # finding's episodes, make them look redundant before the leak filter drops it.
+        for cond, mask in _bands(table, skip=frozenset(cfg.outcome_metrics)
+                                 | frozenset(cfg.derived_metrics)):
             yield {"action": action, **cond}, own & mask
 
     return _unique(items(), own, cfg.min_support)

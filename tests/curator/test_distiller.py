@@ -206,6 +206,20 @@ def test_a_pair_failing_at_some_hours_is_found_on_pair_and_hours() -> None:
     assert 13 <= start <= 15 and (end - start) % 24 <= 5
 
 
+def test_the_outcomes_own_measure_does_not_shadow_a_finding() -> None:
+    """Actions carry their P&L: 'swaps are negative when P&L is in its lower third' is true
+    of every data set and overlaps every real finding's episodes. Tried beside them, it
+    was selected first and made them look redundant (then the leak filter dropped it,
+    leaving nothing); an outcome is never conditioned on its own measure."""
+    episodes = [dataclasses.replace(e, metrics={**e.metrics, "pnl": e.gain})
+                if e.type is EpisodeType.ACTION and e.gain is not None else e
+                for e in make_episodes(8, n=4000, pair_hours=("ARB/USDC", 14, 17))]
+    ops = distill(episodes, [], CFG, strategy=None)
+    rates = [op.claim.condition for op in ops if op.claim.target == NEGATIVE_RATE]
+    assert any(c.get("token_pair") == "ARB/USDC" and "hour_window" in c for c in rates), rates
+    assert not any("metric_band" in c for c in rates)
+
+
 def test_reliable_swaps_become_a_heuristic() -> None:
     """A good outcome rate reads 'When X, do Y because ...'."""
     ops = distill(make_episodes(4, good_swaps=True), [], CFG, strategy=None)
