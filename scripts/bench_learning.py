@@ -147,6 +147,19 @@ def _outcome_metric_test(rule: Any, higher: bool) -> Test:
     return test
 
 
+def _complement_test(rule: Any, bad: bool) -> Test:
+    """Measured against the action's own rate (which the rule's regime pulls), the same
+    action in another regime is the better (or, for a winning rule, worse) one: true."""
+    def test(c: Claim) -> bool:
+        regime = c.condition.get("regime")
+        better = (c.target == "outcome:positive_rate") == (c.direction == "higher")
+        return (c.target.startswith("outcome:") and c.condition.get("action") == rule.action
+                and isinstance(regime, str) and regime != rule.regime.value
+                and set(c.condition) <= {"action", "regime", "token_pair", "chain", "tool"}
+                and rule.strategy in (None, c.strategy) and better == bad)
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -194,6 +207,8 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     for r in scenario.outcome_rules:
         if r.negative_rate != scenario.base_negative_rate:
             effects.append(_outcome_metric_test(r, r.negative_rate < scenario.base_negative_rate))
+            if r.action is not None and r.regime is not None:
+                effects.append(_complement_test(r, r.negative_rate > scenario.base_negative_rate))
     return named, effects, old
 
 
