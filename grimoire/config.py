@@ -220,6 +220,11 @@ class CuratorConfig:
         86_400_000, "a causal link is judged on the cause occurrences whose lag window closed "
         "in this span (pooled, so a rare cause is judged at all); only occurrences never "
         "counted for the link are new evidence")
+    causal_verdict_level: float = opt(
+        0.05, "a causal link's pooled occurrences decide right (wrong) only when chance would "
+        "put that many followed ones at or above (below) its side of the midpoint with at most "
+        "this probability (exact binomial, under the baseline / the claimed rate); else "
+        "undecided, pooled again, counted once decided")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)",
                            positive=True)
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")

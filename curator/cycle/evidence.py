@@ -376,7 +376,8 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         assert link.claim is not None
         pooled = check_causal(index, link.claim, closed_after=closed_after,
                               closed_until=cy.now, min_support=min_support,
-                              max_predictions=cy.ctx.config.curator.validate_max_votes)
+                              max_predictions=cy.ctx.config.curator.validate_max_votes,
+                              level=cy.ctx.config.curator.causal_verdict_level)
         check = check_causal(index, link.claim, closed_after=fresh_after,
                              closed_until=cy.now, min_support=min_support,
                              max_predictions=cy.ctx.config.curator.validate_max_votes)
