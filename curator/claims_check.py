@@ -275,9 +275,22 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     right = None
     if observed is not None and n >= min_support:
         right = midpoint_verdict(observed, claim.effect, claim.baseline)
+        if not _states_its_direction(claim):
+            # Its running numbers (the evidence counted so far) no longer show what it
+            # says ("negative outcomes higher: 34% vs 36% overall"): each new judgement
+            # against it until it leaves, never 'right' by a midpoint on the wrong side.
+            right = False
     return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                    _predictions(right, n, min_support, max_predictions),
                    tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
+
+
+def _states_its_direction(claim: Claim) -> bool:
+    if claim.direction == "higher":
+        return claim.effect > claim.baseline
+    if claim.direction == "lower":
+        return claim.effect < claim.baseline
+    return True
 
 
 @dataclass(frozen=True, slots=True)

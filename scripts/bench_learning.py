@@ -148,15 +148,26 @@ def _outcome_metric_test(rule: Any, higher: bool) -> Test:
 
 
 def _complement_test(rule: Any, bad: bool) -> Test:
-    """Measured against the action's own rate (which the rule's regime pulls), the same
-    action in another regime is the better (or, for a winning rule, worse) one: true."""
+    """Measured against the action's own rate (which the rule pulls), the same action in
+    another regime or on another pair is the better one (worse, for a winning rule): its
+    outcome rate, and its mean pnl / return, differ accordingly. True, not spurious."""
+    own = {"regime": None if rule.regime is None else rule.regime.value,
+           "token_pair": rule.token_pair}
+
     def test(c: Claim) -> bool:
-        regime = c.condition.get("regime")
-        better = (c.target == "outcome:positive_rate") == (c.direction == "higher")
-        return (c.target.startswith("outcome:") and c.condition.get("action") == rule.action
-                and isinstance(regime, str) and regime != rule.regime.value
-                and set(c.condition) <= {"action", "regime", "token_pair", "chain", "tool"}
-                and rule.strategy in (None, c.strategy) and better == bad)
+        cond = c.condition
+        other = [k for k, v in own.items() if v is not None and k in cond and cond[k] != v]
+        if not other or set(cond) - {"action", "regime", "token_pair", "chain", "tool"}:
+            return False
+        if rule.action is not None and cond.get("action", rule.action) != rule.action:
+            return False
+        if c.target.startswith("outcome:"):
+            better = (c.target == "outcome:positive_rate") == (c.direction == "higher")
+        elif c.target in ("metric:pnl", "metric:return_bps"):
+            better = c.direction == "higher"
+        else:
+            return False
+        return rule.strategy in (None, c.strategy) and better == bad
     return test
 
 
@@ -182,13 +193,17 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     # A regime's multiplier against the mean of the others' is a true effect of the world
     # (sideways slippage is lower than elsewhere when high_vol and crisis multiply it).
     effects: list[Test] = []
+    # (against their mean, and against their median: high_vol's gas ×1.2 is 20% above the
+    # ×1.0 of most regimes even though crisis' ×1.6 lifts the others' mean to 1.12)
     for metric, mult in _MULTS.items():
         values = {r.value: getattr(p, mult) for r, p in scenario.regime_params.items()}
         for regime, value in values.items():
-            others = [v for r, v in values.items() if r != regime]
-            rest = sum(others) / len(others) if others else value
-            if abs(value - rest) >= 0.1 * rest:
-                effects.append(_regime_test(metric, regime, value > rest))
+            others = sorted(v for r, v in values.items() if r != regime)
+            if not others:
+                continue
+            for rest in (sum(others) / len(others), statistics.median(others)):
+                if abs(value - rest) >= 0.1 * rest:
+                    effects.append(_regime_test(metric, regime, value > rest))
     # An action's fees follow the gas it uses (market.gas_units): one that uses more gas
     # than its strategy's other actions costs more, a true effect of the world too.
     units = scenario.gas_units or GAS_UNITS
@@ -204,11 +219,14 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
                 effects.append(_fee_test(action, mine > rest))
     # An outcome rule moves the P&L of the actions it covers: their mean pnl / return under
     # the rule's condition (or a part of it) is lower when it loses more, higher when less.
+    # (and, for a rule that reverses, the reversed one's as well: both held in the run)
     for r in scenario.outcome_rules:
-        if r.negative_rate != scenario.base_negative_rate:
-            effects.append(_outcome_metric_test(r, r.negative_rate < scenario.base_negative_rate))
-            if r.action is not None and r.regime is not None:
-                effects.append(_complement_test(r, r.negative_rate > scenario.base_negative_rate))
+        rates = [r.negative_rate] + ([r.reversed_negative_rate]
+                                     if r.reverse_at_tick is not None else [])
+        for rate in rates:
+            if rate != scenario.base_negative_rate:
+                effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate))
+                effects.append(_complement_test(r, rate > scenario.base_negative_rate))
     return named, effects, old
 
 
