@@ -248,7 +248,7 @@ def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
 
 
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
-                max_predictions: int = 1) -> Verdict | None:
+                max_predictions: int = 1, level: float | None = None) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
     mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
@@ -268,8 +268,18 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             population = np.zeros(window.size, dtype=bool)
         n = int(population.sum())
         hits = window.negative if claim.target == NEGATIVE_RATE else window.positive
-        observed = float((population & hits).sum() / n) if n else None
+        k = int((population & hits).sum())
+        observed = float(k / n) if n else None
         rows = population
+        if level is not None and observed is not None and n >= min_support:
+            # a rate on a handful of actions is a coin flip at the midpoint: decided only
+            # when chance hardly explains it (as a causal link's occurrences)
+            right = causal_verdict(k, n, claim.effect, claim.baseline, level)
+            if not _states_its_direction(claim):
+                right = False
+            return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                           _predictions(right, n, min_support, max_predictions),
+                           tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
     else:
         return None
     right = None

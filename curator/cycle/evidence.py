@@ -65,7 +65,15 @@ from curator.lifecycle import is_derived
 from grimoire.context import Context
 from grimoire.decay import net_votes
 from grimoire.methods.entry import Proposal
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
+from grimoire.records import (
+    Category,
+    Claim,
+    EntryStatus,
+    EpisodeType,
+    GrimoireEntry,
+    Provenance,
+    Regime,
+)
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import render_claim
 
@@ -207,6 +215,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     if not cy.window and not votes:
         return counts
     window = EpisodeWindow.of(cy.window)
+    pool: EpisodeWindow | None = None  # rated actions over the lookback, read on first use
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
     decided: dict[str, tuple[Verdict, str | None]] = {}
@@ -219,7 +228,12 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         claim, via = found
         if claim.key not in verdicts:
-            verdicts[claim.key] = _judge(cy, window, claim, flipped)
+            judged_on = window
+            if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
+                if pool is None:
+                    pool = _action_pool(cy)
+                judged_on = pool
+            verdicts[claim.key] = _judge(cy, judged_on, claim, flipped)
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
@@ -249,13 +263,28 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     return counts
 
 
+def _action_pool(cy: Cycle) -> EpisodeWindow:
+    """The actions of the last ``curator.causal_lookback_ms`` (and of this cycle): an
+    outcome rate is judged on them pooled, as a causal link is, because a few actions a
+    cycle decide nothing; the ledger keeps any of them from counting twice."""
+    cfg = cy.ctx.config.curator
+    since = cy.now - cfg.causal_lookback_ms
+    pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since,
+                                    types=[EpisodeType.ACTION])
+    seen = {e.id for e in pooled}
+    extra = [e for e in cy.window if e.type is EpisodeType.ACTION and e.id not in seen]
+    return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
+
+
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, flipped: dict[str, Claim],
            ) -> Verdict | None:
     """The new episodes' verdict on ``claim``; a decisive reversal (kept in ``flipped``)
     counts for the most predictions one cycle may count."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
-    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes)
+    rate = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
+    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes,
+                          level=cfg.curator.causal_verdict_level if rate else None)
     if verdict is None or verdict.right is not False:
         return verdict
     opposite = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
