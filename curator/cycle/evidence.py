@@ -228,12 +228,14 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         claim, via = found
         if claim.key not in verdicts:
-            judged_on = window
-            if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
+            verdict_now = _judge(cy, window, claim, flipped)
+            if (claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
+                    and (verdict_now is None or verdict_now.right is None)):
+                # The new actions alone decide nothing: pooled with the lookback's.
                 if pool is None:
                     pool = _action_pool(cy)
-                judged_on = pool
-            verdicts[claim.key] = _judge(cy, judged_on, claim, flipped)
+                verdict_now = _judge(cy, pool, claim, flipped)
+            verdicts[claim.key] = verdict_now
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
