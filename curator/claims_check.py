@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from curator.distiller import stats
 from curator.learn.causal_discovery import default_event_key
 from grimoire.records import Claim, Episode, EpisodeType, Outcome
 
@@ -52,6 +53,7 @@ __all__ = [
     "EventIndex",
     "Verdict",
     "actions_of",
+    "causal_verdict",
     "check_causal",
     "condition_mask",
     "event_key",
@@ -246,7 +248,7 @@ def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
 
 
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
-                max_predictions: int = 1) -> Verdict | None:
+                max_predictions: int = 1, level: float | None = None) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
     mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
@@ -266,16 +268,39 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             population = np.zeros(window.size, dtype=bool)
         n = int(population.sum())
         hits = window.negative if claim.target == NEGATIVE_RATE else window.positive
-        observed = float((population & hits).sum() / n) if n else None
+        k = int((population & hits).sum())
+        observed = float(k / n) if n else None
         rows = population
+        if level is not None and observed is not None and n >= min_support:
+            # a rate on a handful of actions is a coin flip at the midpoint: decided only
+            # when chance hardly explains it (as a causal link's occurrences)
+            right = causal_verdict(k, n, claim.effect, claim.baseline, level)
+            if not _states_its_direction(claim):
+                right = False
+            return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
+                           _predictions(right, n, min_support, max_predictions),
+                           tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
     else:
         return None
     right = None
     if observed is not None and n >= min_support:
         right = midpoint_verdict(observed, claim.effect, claim.baseline)
+        if not _states_its_direction(claim):
+            # Its running numbers (the evidence counted so far) no longer show what it
+            # says ("negative outcomes higher: 34% vs 36% overall"): each new judgement
+            # against it until it leaves, never 'right' by a midpoint on the wrong side.
+            right = False
     return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                    _predictions(right, n, min_support, max_predictions),
                    tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
+
+
+def _states_its_direction(claim: Claim) -> bool:
+    if claim.direction == "higher":
+        return claim.effect > claim.baseline
+    if claim.direction == "lower":
+        return claim.effect < claim.baseline
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,8 +338,29 @@ class EventIndex:
         return self.events.get((strategy, key), (np.zeros(0, dtype=np.int64), ()))
 
 
+def causal_verdict(followed: int, n: int, effect: float, baseline: float, level: float,
+                   ) -> bool | None:
+    """Right / wrong / undecided for "B follows A at ``effect`` (vs ``baseline``)" on ``n``
+    occurrences, ``followed`` of them followed. The side of the midpoint decides which,
+    and only when chance could hardly have put it there: right needs P(≥ followed | n,
+    baseline) ≤ ``level``, wrong P(≤ followed | n, effect) ≤ ``level``. A lead seen a few
+    times a day (1 of 5 followed, claimed 40%: P = 0.34) is undecided, not wrong: pooled
+    again, it is counted once its occurrences say something."""
+    if n <= 0:
+        return None
+    side = midpoint_verdict(followed / n, effect, baseline)
+    if side is None or not 0.0 <= baseline <= 1.0 or not 0.0 <= effect <= 1.0:
+        return side
+    if side:
+        log_p = stats.binom_logsf(followed, n, baseline) if baseline < 1.0 else 0.0
+    else:
+        log_p = stats.binom_logcdf(followed, n, effect) if effect > 0.0 else 0.0
+    return side if log_p <= np.log(level) else None
+
+
 def check_causal(index: EventIndex, claim: Claim, *, closed_after: int, closed_until: int,
-                 min_support: int, max_predictions: int = 1) -> CausalCheck | None:
+                 min_support: int, max_predictions: int = 1,
+                 level: float | None = None) -> CausalCheck | None:
     """Count cause A's occurrences whose window ``(t, t + within_ms]`` closed in
     ``(closed_after, closed_until]`` and how many were followed by effect B in it.
 
@@ -345,7 +391,8 @@ def check_causal(index: EventIndex, claim: Claim, *, closed_after: int, closed_u
     observed = followed / n if n else None
     right = None
     if observed is not None and n >= min_support:
-        right = midpoint_verdict(observed, claim.effect, claim.baseline)
+        right = (midpoint_verdict(observed, claim.effect, claim.baseline) if level is None
+                 else causal_verdict(followed, n, claim.effect, claim.baseline, level))
     verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                       _predictions(right, n, min_support, max_predictions),
                       episode_ids=tuple(cause_ids[j] for j in chosen.tolist()))

@@ -169,8 +169,13 @@ class DistillerConfig:
         "metric pairs computed from one another (pnl = size x return): a finding that "
         "conditions one on the other is arithmetic, not experience, and is dropped")
     derived_metrics: list[str] = opt(
-        ["fees"], "metrics computed from other fields (fees = gas x the action's gas units x "
-        "price + size x fee tier): never in a finding, which would restate its inputs' findings")
+        [], "metrics a deployment knows its data source computes from other fields: never in "
+        "a finding. None by default: the general rule is distiller.echo_correlation")
+    echo_correlation: float = opt(
+        0.9, "two metrics whose ranks agree this closely (|Spearman rho| over the episodes "
+        "carrying both) are coupled: of their findings under one condition only the larger "
+        "relative effect is kept (the other is its echo), and neither is a condition on the "
+        "other")
     min_days_for_hours: float = opt(
         2.0, "an hour-of-day finding needs episodes spanning this many days (every hour seen "
         "twice); before that, a window is compared with a partial day's baseline")
@@ -216,6 +221,11 @@ class CuratorConfig:
         86_400_000, "a causal link is judged on the cause occurrences whose lag window closed "
         "in this span (pooled, so a rare cause is judged at all); only occurrences never "
         "counted for the link are new evidence")
+    causal_verdict_level: float = opt(
+        0.05, "a causal link's pooled occurrences decide right (wrong) only when chance would "
+        "put that many followed ones at or above (below) its side of the midpoint with at most "
+        "this probability (exact binomial, under the baseline / the claimed rate); else "
+        "undecided, pooled again, counted once decided")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)",
                            positive=True)
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")

@@ -224,6 +224,8 @@ def _event_text(claim: Claim) -> str | None:
     minutes = fmt_number(float(within) / 60_000)
     follow = claim.target.removeprefix("event:").replace("_", " ")
     hits = round(claim.effect * claim.support)
+    if hits <= 0:
+        return None  # not seen followed (e.g. only asserted): the entry's own words say so
     return (f"A {cause.replace('_', ' ')} is followed by a {follow} within "
             f"{minutes} min: {hits} of {claim.support} times ({fmt_number(claim.effect * 100)}% "
             f"vs {fmt_number(claim.baseline * 100)}% for any {minutes} min window).")

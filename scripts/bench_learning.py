@@ -36,6 +36,7 @@ from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
+from grimoire.feeds.sim_market import GAS_UNITS
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
@@ -70,7 +71,7 @@ PLANTED: dict[str, Callable[[GrimoireEntry], bool]] = {"gas": _gas, "swap": _swa
 
 Test = Callable[[Claim], bool]
 _MULTS = {"gas_gwei": "gas_mult", "slippage_bps": "slippage_mult", "volume": "volume_mult",
-          "pool_liquidity": "liquidity_mult"}
+          "pool_liquidity": "liquidity_mult", "fees": "gas_mult"}
 _PAIR_KEYS = {"token_pair", "chain"}
 
 
@@ -125,6 +126,51 @@ def _regime_test(metric: str, regime: str, higher: bool) -> Test:
     return test
 
 
+def _fee_test(action: str, higher: bool) -> Test:
+    def test(c: Claim) -> bool:
+        return (c.target == "metric:fees" and c.condition == {"action": action}
+                and (c.direction == "higher") == higher)
+    return test
+
+
+def _outcome_metric_test(rule: Any, higher: bool) -> Test:
+    parts = {"action": rule.action, "token_pair": rule.token_pair,
+             "regime": None if rule.regime is None else rule.regime.value}
+
+    def test(c: Claim) -> bool:
+        cond = {k: v for k, v in c.condition.items() if k not in ("hour_window", "tool")}
+        return (c.target in ("metric:pnl", "metric:return_bps")
+                and (c.direction == "higher") == higher
+                and rule.strategy in (None, c.strategy)
+                and (rule.hours is not None or "hour_window" not in c.condition)
+                and bool(cond) and all(parts.get(k) == v for k, v in cond.items()))
+    return test
+
+
+def _complement_test(rule: Any, bad: bool) -> Test:
+    """Measured against the action's own rate (which the rule pulls), the same action in
+    another regime or on another pair is the better one (worse, for a winning rule): its
+    outcome rate, and its mean pnl / return, differ accordingly. True, not spurious."""
+    own = {"regime": None if rule.regime is None else rule.regime.value,
+           "token_pair": rule.token_pair}
+
+    def test(c: Claim) -> bool:
+        cond = c.condition
+        other = [k for k, v in own.items() if v is not None and k in cond and cond[k] != v]
+        if not other or set(cond) - {"action", "regime", "token_pair", "chain", "tool"}:
+            return False
+        if rule.action is not None and cond.get("action", rule.action) != rule.action:
+            return False
+        if c.target.startswith("outcome:"):
+            better = (c.target == "outcome:positive_rate") == (c.direction == "higher")
+        elif c.target in ("metric:pnl", "metric:return_bps"):
+            better = c.direction == "higher"
+        else:
+            return False
+        return rule.strategy in (None, c.strategy) and better == bad
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -147,13 +193,40 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     # A regime's multiplier against the mean of the others' is a true effect of the world
     # (sideways slippage is lower than elsewhere when high_vol and crisis multiply it).
     effects: list[Test] = []
+    # (against their mean, and against their median: high_vol's gas ×1.2 is 20% above the
+    # ×1.0 of most regimes even though crisis' ×1.6 lifts the others' mean to 1.12)
     for metric, mult in _MULTS.items():
         values = {r.value: getattr(p, mult) for r, p in scenario.regime_params.items()}
         for regime, value in values.items():
-            others = [v for r, v in values.items() if r != regime]
-            rest = sum(others) / len(others) if others else value
-            if abs(value - rest) >= 0.1 * rest:
-                effects.append(_regime_test(metric, regime, value > rest))
+            others = sorted(v for r, v in values.items() if r != regime)
+            if not others:
+                continue
+            for rest in (sum(others) / len(others), statistics.median(others)):
+                if abs(value - rest) >= 0.1 * rest:
+                    effects.append(_regime_test(metric, regime, value > rest))
+    # An action's fees follow the gas it uses (market.gas_units): one that uses more gas
+    # than its strategy's other actions costs more, a true effect of the world too.
+    units = scenario.gas_units or GAS_UNITS
+    for strategy in scenario.strategies:
+        acts = dict(strategy.actions)
+        for action in acts:
+            others = [(units.get(a, 200_000), w) for a, w in acts.items() if a != action]
+            if not others:
+                continue
+            rest = sum(u * w for u, w in others) / sum(w for _, w in others)
+            mine = units.get(action, 200_000)
+            if abs(mine - rest) >= 0.1 * rest:
+                effects.append(_fee_test(action, mine > rest))
+    # An outcome rule moves the P&L of the actions it covers: their mean pnl / return under
+    # the rule's condition (or a part of it) is lower when it loses more, higher when less.
+    # (and, for a rule that reverses, the reversed one's as well: both held in the run)
+    for r in scenario.outcome_rules:
+        rates = [r.negative_rate] + ([r.reversed_negative_rate]
+                                     if r.reverse_at_tick is not None else [])
+        for rate in rates:
+            if rate != scenario.base_negative_rate:
+                effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate))
+                effects.append(_complement_test(r, rate > scenario.base_negative_rate))
     return named, effects, old
 
 
@@ -180,7 +253,11 @@ def playbook_lines(markdown: str, by_id: dict[str, GrimoireEntry],
         m = _LINE.match(line)
         if m is None:
             continue
-        entry = next((e for i, e in by_id.items() if i.startswith(m["short"])), None)
+        # A short id is unique among the listed entries only (an archived or candidate
+        # entry may share it): the listed one is active, or the parent a rule names.
+        found = [e for i, e in by_id.items() if i.startswith(m["short"])]
+        entry = next((e for e in found if e.status is EntryStatus.ACTIVE),
+                     next((e for e in found if e.claim is not None), None))
         ticks = _TICKS.search(m["meta"])
         cited = _CITED.search(m["text"])
         n = None if cited is None else int(cited["n"] or cited["m"] or cited["k"])

@@ -24,7 +24,9 @@
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is judged on the occurrences of A whose lag window closed in
   the last ``curator.causal_lookback_ms`` (pooled, so a rare cause is judged
-  at all; only occurrences never counted for the link are new evidence).
+  at all; only occurrences never counted for the link are new evidence, see
+  ``link_change``: a followed one is a ✓, an unfollowed one a ✗, and the
+  sentence's "k of n times" are the running totals over them).
   Each followed occurrence closed this cycle adds a ``discovered`` edge
   between the two episodes.
 
@@ -41,6 +43,7 @@ from curator import change_points
 from curator.claims_check import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
+    CausalCheck,
     EpisodeWindow,
     EventIndex,
     Verdict,
@@ -62,11 +65,20 @@ from curator.lifecycle import is_derived
 from grimoire.context import Context
 from grimoire.decay import net_votes
 from grimoire.methods.entry import Proposal
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
+from grimoire.records import (
+    Category,
+    Claim,
+    EntryStatus,
+    EpisodeType,
+    GrimoireEntry,
+    Provenance,
+    Regime,
+)
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import render_claim
 
-__all__ = ["claim_category", "cross_reference_causal", "validate_predictions", "vote_change"]
+__all__ = ["claim_category", "cross_reference_causal", "link_change", "validate_predictions",
+           "vote_change"]
 
 
 def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, why: str,
@@ -123,6 +135,50 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
                   consume=votes if consume else None)
 
 
+def link_change(cy: Cycle, entry_id: str, check: CausalCheck, *, why: str) -> Change:
+    """One causal link's evidence of this cycle, counted per lead occurrence (issue 11).
+
+    Each occurrence of the lead event is recorded once for the link: ``confirm`` when the
+    follow-up came within the lag, ``contradict`` when it did not. ✓ / ✗ grow by exactly
+    the occurrences never counted before, and the claim's totals (its sentence's "k of n
+    times") take them in: n grows by the new occurrences, k by the new followed ones. So
+    ✓ is the followed occurrences counted and can never exceed the k (nor the n) the
+    sentence cites. Confidence moves with the pooled verdict, weighted by the share of
+    its occurrences that are new (none new: no move)."""
+    cfg = cy.ctx.config.decay
+    now = cy.now
+    semantic = cy.ctx.semantic
+    verdict = check.verdict
+    followed = list(dict.fromkeys(c for c, _, _ in check.pairs))
+    missed = [i for i in dict.fromkeys(verdict.episode_ids) if i not in set(followed)]
+
+    def mutate(cur: GrimoireEntry) -> GrimoireEntry:
+        held = semantic.record_evidence(cur.id, followed, "confirm", cycle=cy.number, now=now)
+        failed = semantic.record_evidence(cur.id, missed, "contradict", cycle=cy.number,
+                                          now=now)
+        fresh = len(held) + len(failed)
+        if fresh == 0:
+            return cur
+        share = fresh / max(1, len(followed) + len(missed))
+        weight = max(1, round(verdict.predictions * share))
+        right = weight if verdict.right else 0
+        wrong = weight if verdict.right is False else 0
+        claim = cur.claim
+        if claim is not None:
+            hits = claim.effect * claim.support + len(held)
+            total = claim.support + fresh
+            claim = dataclasses.replace(claim, effect=hits / total, support=total)
+        gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
+        return dataclasses.replace(
+            cur, confidence=net_votes(cur.confidence, 0, 0, cfg, right=right, wrong=wrong),
+            validated_count=cur.validated_count + len(held),
+            contradicted_count=cur.contradicted_count + len(failed),
+            last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
+            claim=claim)
+
+    return Change(entry_id, "causal_check", mutate, why=why, detail=verdict.to_dict())
+
+
 def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
               ) -> tuple[Claim, str | None] | None:
     if entry.claim is not None:
@@ -159,6 +215,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     if not cy.window and not votes:
         return counts
     window = EpisodeWindow.of(cy.window)
+    pool: EpisodeWindow | None = None  # rated actions over the lookback, read on first use
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
     decided: dict[str, tuple[Verdict, str | None]] = {}
@@ -171,7 +228,14 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         claim, via = found
         if claim.key not in verdicts:
-            verdicts[claim.key] = _judge(cy, window, claim, flipped)
+            verdict_now = _judge(cy, window, claim, flipped)
+            if (claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
+                    and (verdict_now is None or verdict_now.right is None)):
+                # The new actions alone decide nothing: pooled with the lookback's.
+                if pool is None:
+                    pool = _action_pool(cy)
+                verdict_now = _judge(cy, pool, claim, flipped)
+            verdicts[claim.key] = verdict_now
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
@@ -201,13 +265,28 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     return counts
 
 
+def _action_pool(cy: Cycle) -> EpisodeWindow:
+    """The actions of the last ``curator.causal_lookback_ms`` (and of this cycle): an
+    outcome rate is judged on them pooled, as a causal link is, because a few actions a
+    cycle decide nothing; the ledger keeps any of them from counting twice."""
+    cfg = cy.ctx.config.curator
+    since = cy.now - cfg.causal_lookback_ms
+    pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since,
+                                    types=[EpisodeType.ACTION])
+    seen = {e.id for e in pooled}
+    extra = [e for e in cy.window if e.type is EpisodeType.ACTION and e.id not in seen]
+    return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
+
+
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, flipped: dict[str, Claim],
            ) -> Verdict | None:
     """The new episodes' verdict on ``claim``; a decisive reversal (kept in ``flipped``)
     counts for the most predictions one cycle may count."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
-    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes)
+    rate = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
+    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes,
+                          level=cfg.curator.causal_verdict_level if rate else None)
     if verdict is None or verdict.right is not False:
         return verdict
     opposite = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
@@ -328,7 +407,8 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         assert link.claim is not None
         pooled = check_causal(index, link.claim, closed_after=closed_after,
                               closed_until=cy.now, min_support=min_support,
-                              max_predictions=cy.ctx.config.curator.validate_max_votes)
+                              max_predictions=cy.ctx.config.curator.validate_max_votes,
+                              level=cy.ctx.config.curator.causal_verdict_level)
         check = check_causal(index, link.claim, closed_after=fresh_after,
                              closed_until=cy.now, min_support=min_support,
                              max_predictions=cy.ctx.config.curator.validate_max_votes)
@@ -351,7 +431,7 @@ def cross_reference_causal(cy: Cycle) -> dict[str, Any]:
         if verdict.right is None:
             continue  # too few occurrences yet: pooled again next cycle, counted once decided
         counts["right" if verdict.right else "wrong"] += 1
-        changes.append(vote_change(cy, link.id, verdict, op="causal_check", why=why))
+        changes.append(link_change(cy, link.id, pooled, why=why))
     size = max(1, cy.ctx.config.curator.write_batch) * 4  # edges are small rows
     rows = list(edges.values())
     for start in range(0, len(rows), size):

@@ -1,6 +1,8 @@
 """Enumerate the distiller's hypotheses (condition × target) and test each one.
 
-Owns: which conditions are tried against which targets, and each
+Owns: which conditions are tried against which targets (a metric level against
+the context: attributes, actions, hours; an outcome rate also against the bands of
+measured metrics), and each
 hypothesis's statistics: for a metric level, Welch's t test and the
 Mann–Whitney rank test of the episodes under the condition against the rest
 (two-sided, the larger p-value of the two); for an outcome rate,
@@ -47,6 +49,7 @@ from grimoire.config import DistillerConfig
 __all__ = ["Hypothesis", "ranks_with_ties", "scan"]
 
 METRIC_TEST = "welch_t+mann_whitney"
+_MARKET_ATTRIBUTES = ("token_pair", "chain")  # what is traded where (not the regime: a state)
 RATE_TEST = "fisher_exact"
 
 
@@ -110,9 +113,11 @@ def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any
             yield cond, hour_window_mask(table.hours, start, width)
 
 
-def _bands(table: Table, skip: str | None) -> Iterator[tuple[dict[str, Any], Mask]]:
+def _bands(table: Table, skip: str | frozenset[str] | None
+           ) -> Iterator[tuple[dict[str, Any], Mask]]:
+    skipped = skip if isinstance(skip, frozenset) else frozenset({skip} - {None})
     for metric in table.bands:
-        if metric == skip:
+        if metric in skipped:
             continue  # a metric's own third says nothing about the metric
         for part in ("lower", "upper"):
             mask = band_mask(table, metric, part)
@@ -159,7 +164,10 @@ def _metric_conditions(
         for action, mask in table.action_masks.items():
             yield {"action": action}, mask
         yield from windows
-        yield from _bands(table, skip=metric)
+        # No band of another metric: two measurements of one episode are often computed
+        # from one another or from common inputs (a fee from gas and size, P&L from size
+        # and return), and the data cannot tell that arithmetic from a regularity. A level
+        # is conditioned on the context it is observed in; bands condition outcomes.
 
     return _unique(items(), present, cfg.min_support)
 
@@ -182,7 +190,21 @@ def _rate_conditions(
                        in_regime & pair_mask)
         for cond, mask in windows:
             yield {"action": action, **cond}, own & mask
-        for cond, mask in _bands(table, skip=None):
+        # What is traded where × the time of day: a pair (or chain) can be costly at some
+        # hours only (its own liquidity hours), a regularity the whole action's hour scan
+        # dilutes with the other pairs. Each such scan weighs as one window scan (below).
+        for name in _MARKET_ATTRIBUTES:
+            values = _attr_values(table, name, own)
+            if len(values) < 2:
+                continue  # one value: the same rows as the action's own hour scan
+            for value, value_mask in values:
+                for cond, mask in windows:
+                    yield {"action": action, name: value, **cond}, own & value_mask & mask
+        # Not the outcome's own measures (an action is negative exactly when its P&L is):
+        # tried here, such a band would be selected first and, overlapping every real
+        # finding's episodes, make them look redundant before the leak filter drops it.
+        for cond, mask in _bands(table, skip=frozenset(cfg.outcome_metrics)
+                                 | frozenset(cfg.derived_metrics)):
             yield {"action": action, **cond}, own & mask
 
     return _unique(items(), own, cfg.min_support)

@@ -136,7 +136,12 @@ def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
         return False
     parents = tuple(dict.fromkeys(entry.parent_episode_ids + op.parent_episode_ids))[-200:]
     claim = op.claim
-    if entry.claim is not None and claim.support < entry.claim.support:
+    if entry.claim is not None and entry.claim.target.startswith("event:"):
+        # A link's "k of n times" are the occurrences the curator counted, once each; a
+        # re-finding on an overlapping window is not evidence and leaves them (issue 11).
+        claim = dataclasses.replace(claim, effect=entry.claim.effect,
+                                    support=entry.claim.support)
+    elif entry.claim is not None and claim.support < entry.claim.support:
         # The episodes the curator already counted stay behind the sentence (issue 11).
         claim = dataclasses.replace(claim, support=entry.claim.support)
     updated = dataclasses.replace(entry, content=op.content, claim=claim,

@@ -206,9 +206,12 @@ def discover_links(
     for key in sorted(by_pair):
         p = by_pair[key]
         kg = kg_support.get(key, 0)
+        # support is the occurrences of A the rate is over, so the sentence's "k of n
+        # times" is (effect × support) of support; a link only asserted (no occurrence in
+        # the window) counts its assertions, at rate 0 (its own words then say so).
         claims.append(Claim({"event": p.cause, "within_ms": lag}, f"event:{p.effect}",
                             "higher", p.followed / p.occurrences if p.occurrences else 0.0,
-                            p.base, p.followed + kg, math.exp(p.log_p), strategy))
+                            p.base, p.occurrences or kg, math.exp(p.log_p), strategy))
         evidence.append(_evidence(p, kg, family, cfg))
     mine = [ex for ex in existing
             if ex.claim.strategy == strategy and ex.claim.target.startswith("event:")]
@@ -325,7 +328,7 @@ def _downvotes(
         if not r:
             continue
         claim = Claim(dict(ex.claim.condition), ex.claim.target, ex.claim.direction,
-                      pair.followed / pair.occurrences, pair.base, pair.followed,
+                      pair.followed / pair.occurrences, pair.base, pair.occurrences,
                       math.exp(log_p), strategy)
         evidence = _evidence(pair, 0, len(tested), cfg)
         evidence.update(p_value=math.exp(log_p), log_p=log_p, test="binomial_against",

@@ -48,7 +48,7 @@ from curator.change_points import without_straddling
 from curator.distiller.distill import distill as run_distiller
 from curator.learn.apply import apply_operations
 from curator.learn.causal_discovery import EventKey, KGLink, default_event_key, discover_links
-from curator.learn.filter import without_leaks
+from curator.learn.filter import without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, record_votes
 from curator.operations import ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
@@ -199,6 +199,8 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
         ops, llm_counts, relationships = paths.refine(ops, episodes, existing, cfg, strategy)
     span = episodes[-1].timestamp - episodes[0].timestamp if episodes else 0
     ops, dropped = without_leaks(ops, cfg, span_ms=span)
+    ops, echoes = without_echoes(ops, episodes, cfg)
+    dropped.extend(echoes)
     ops, straddling = without_straddling(ops, change_points.load(ctx),
                                          episodes[0].timestamp if episodes else None)
     dropped.extend(straddling)

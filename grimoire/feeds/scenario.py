@@ -142,6 +142,9 @@ class Scenario:
     # P(an episode's regime label is another regime than the true one): the agent writes
     # its estimate of the regime, never the simulator's hidden truth.
     label_noise: float = 0.0
+    # Gas each action uses (fees = gas × units × price + size × fee tier); None: the
+    # simulator's defaults (sim_market.GAS_UNITS). A scenario states its world's costs.
+    gas_units: Mapping[str, float] | None = None
 
 
 def shipped_scenarios() -> list[str]:
@@ -195,6 +198,15 @@ def _event(r: YamlReader, value: Any, key: str, *, with_rate: bool = True) -> Ev
     return Event(EpisodeType(m["type"]), rate, Importance(importance), tuple(texts))
 
 
+def _gas_units(r: YamlReader, raw: Any) -> Mapping[str, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw:
+        raise r.fail("market.gas_units", f"expected a mapping of action: units, got {raw!r}")
+    return {str(k): r.number(v, f"market.gas_units.{k}", 0.0, strict_lo=True)
+            for k, v in raw.items()}
+
+
 def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
     """Validate a parsed YAML document and build the Scenario (ConfigError on any problem)."""
     r = YamlReader(source)
@@ -202,7 +214,8 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
                               "outcomes", "strategies", "events", "regularities"},
                     {"name", "tick_seconds_hint", "market", "regimes", "outcomes", "strategies"})
     market = r.mapping(top["market"], "market",
-                       {"chain", "pair", "start_price", "fee_bps", *MARKET_METRICS},
+                       {"chain", "pair", "start_price", "fee_bps", "gas_units",
+                        *MARKET_METRICS},
                        {"chain", "pair", "start_price", *MARKET_METRICS})
     levels = {m: _level(r, market[m], f"market.{m}") for m in MARKET_METRICS}
     regimes, initial, params, transitions, label_noise = _regimes(r, top["regimes"])
@@ -260,6 +273,7 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         outcome_rules=tuple(outcome_rules),
         lead_lags=tuple(lead_lags),
         label_noise=label_noise,
+        gas_units=_gas_units(r, market.get("gas_units")),
     )
 
 

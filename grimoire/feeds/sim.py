@@ -184,7 +184,7 @@ class SimFeed:
             gain = -0.01 if negative else 0.01
         gas = market.gas_gwei * lognormal(rng, _GAS_JITTER)
         slippage = market.slippage_bps * lognormal(rng, _SLIPPAGE_JITTER)
-        units = GAS_UNITS.get(action, _DEFAULT_GAS_UNITS)
+        units = (sc.gas_units or GAS_UNITS).get(action, _DEFAULT_GAS_UNITS)
         fees = gas * units * 1e-9 * market.price + size * sc.fee_bps / 10_000.0
         expected = strategy.expected_return_bps * lognormal(rng, _PREDICTION_JITTER)
         prediction = {"expected_return_bps": expected, "expected_gas_gwei": st.gas_ema,

@@ -4,7 +4,9 @@ For the retrieval's *entries* (episodes are append-only and only take part
 in the weight learning):
 
 - positive, followed: ``strength + 1`` and the decay clock restarts
-  (``decay.reinforce``), ``validated_count + 1``; a ``caused_success``
+  (``decay.reinforce``), ``validated_count + 1`` (for an entry without a structured
+  claim: the decision is recorded once in its evidence ledger; a claim is confirmed
+  only by the episodes the curator judges it on); a ``caused_success``
   edge entry → decision (the retrieval id).
 - negative, followed, same task (the entry's regime and strategy do not
   contradict the retrieval's): contradiction evidence — ``contradicted_count
@@ -48,12 +50,13 @@ from grimoire.retrieval.stages.writes import wait
 from grimoire.retrieval.weights import HedgeWeights
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, RetrievalRecord
 
-__all__ = ["OUTCOMES", "outcome_report"]
+__all__ = ["OUTCOMES", "decision_unit", "outcome_report"]
 
 log = get_logger(__name__)
 
 OUTCOMES = {"positive": 1.0, "negative": -1.0, "neutral": 0.0}
 _PARAMS = {"retrieval_id", "outcome", "pnl", "followed_ids"}
+_DERIVED = "derived"  # curator.lifecycle.DERIVED_TAG: a rule parameterized from an insight
 
 
 def _validate(params: Mapping[str, Any]) -> tuple[str, str, float | None, list[str] | None]:
@@ -113,6 +116,33 @@ def _edge(entry_id: str, rid: str, kind: EdgeKind, outcome: str, pnl: float | No
                       what + ("" if pnl is None else f", pnl {pnl:+g}"))
 
 
+def decision_unit(rid: str) -> str:
+    """The evidence ledger's name for one reported decision (``entry_evidence``)."""
+    return f"retrieval:{rid}"
+
+
+def _counts_decision(ctx: Context, entry: GrimoireEntry, rid: str, verdict: str,
+                     now: int) -> bool:
+    """Whether this decision is ✓ / ✗ evidence for ``entry``, recorded in its ledger if so.
+
+    One definition of evidence (issue 11): every ✓ / ✗ is a ledger row, counted once. An
+    entry with a structured claim is confirmed by what it claims (new episodes, judged by
+    the curator); a decision that went well or badly after following it says nothing of
+    the claim (cheap gas 02:00–04:00 is not truer because a swap then paid), so it moves
+    strength and confidence only. An entry without a claim (told, summarised) has no
+    other validator: the decision, once, is its evidence."""
+    if entry.claim is not None or (_DERIVED in entry.tags and entry.parent_entry_ids):
+        return False  # its claim (or its parent insight's) has its own validator
+    return bool(ctx.semantic.record_evidence(entry.id, [decision_unit(rid)], verdict,
+                                             cycle=_cycle(ctx), now=now))
+
+
+def _cycle(ctx: Context) -> int:
+    state = ctx.semantic.get_meta("curator_state", None)
+    cycle = state.get("cycle", 0) if isinstance(state, Mapping) else 0
+    return cycle if isinstance(cycle, int) and not isinstance(cycle, bool) else 0
+
+
 def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
            followed_ids: list[str] | None) -> dict[str, Any]:
     now = ctx.now()
@@ -150,15 +180,18 @@ def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
                 kind = EdgeKind.IRRELEVANT if outcome != "neutral" else None
             elif outcome == "positive":
                 kind = EdgeKind.CAUSED_SUCCESS
-                updated = dataclasses.replace(reinforce(entry, now),
-                                              validated_count=entry.validated_count + 1)
+                updated = reinforce(entry, now)
+                if _counts_decision(ctx, entry, rid, "confirm", now):
+                    updated = dataclasses.replace(updated,
+                                                  validated_count=entry.validated_count + 1)
             elif outcome == "negative":
                 kind = EdgeKind.CAUSED_FAILURE
                 if _same_task(entry, context):
                     voted = apply_vote(entry.confidence, "down", cfg)
                     region_quality = quality.get(entry_id, 0.5)
+                    counted = _counts_decision(ctx, entry, rid, "contradict", now)
                     updated = dataclasses.replace(
-                        entry, contradicted_count=entry.contradicted_count + 1,
+                        entry, contradicted_count=entry.contradicted_count + int(counted),
                         confidence=penalise_failure(voted, region_quality, same_task_type=True,
                                                     followed=True, cfg=cfg))
                     change["region_quality"] = region_quality

@@ -12,7 +12,6 @@ Must not change any entry: it only reads the semantic store.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
@@ -37,7 +36,9 @@ _GENERATED = re.compile(r'^generated_at: "([0-9T:\-]+Z)"$', re.MULTILINE)
 
 def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = None,
                    ) -> list[GrimoireEntry]:
-    """Active rules, their parent insights / causal links (unless archived), active links.
+    """Active rules, their parent insights / causal links (unless archived), active links,
+    and active insights with a structured claim (a regularity earned from outcomes that no
+    rule was derived from, e.g. a level that is neither a cost nor a gain, stands alone).
 
     ``snapshot`` (every entry by id, e.g. a curator cycle's) is used instead of reading
     the store when given."""
@@ -45,12 +46,13 @@ def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = 
     if snapshot is None:
         rules = semantic.list_entries(EntryFilter(categories=_RULES,
                                                   statuses=(EntryStatus.ACTIVE,)), limit=None)
-        links = semantic.list_entries(EntryFilter(categories=(Category.CAUSAL_LINK,),
-                                                  statuses=(EntryStatus.ACTIVE,)), limit=None)
+        links = [e for e in semantic.list_entries(
+            EntryFilter(categories=_SUPPORT, statuses=(EntryStatus.ACTIVE,)), limit=None)
+            if _stands_alone(e)]
     else:
         active = [e for e in snapshot.values() if e.status is EntryStatus.ACTIVE]
         rules = [e for e in active if e.category in _RULES]
-        links = [e for e in active if e.category is Category.CAUSAL_LINK]
+        links = [e for e in active if e.category in _SUPPORT and _stands_alone(e)]
     chosen = {e.id: e for e in (*rules, *links)}
     for rule in rules:
         for parent_id in rule.parent_entry_ids:
@@ -62,6 +64,11 @@ def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = 
                     and parent.status not in (EntryStatus.ARCHIVED, EntryStatus.QUARANTINED)):
                 chosen[parent.id] = parent
     return sorted(chosen.values(), key=lambda e: e.id)
+
+
+def _stands_alone(entry: GrimoireEntry) -> bool:
+    """An active causal link, or an active insight that states a structured claim."""
+    return entry.category is Category.CAUSAL_LINK or entry.claim is not None
 
 
 def playbook_counts(ctx: Context) -> dict[str, int]:
@@ -77,22 +84,12 @@ def playbook_counts(ctx: Context) -> dict[str, int]:
     return out
 
 
-def _shown(entry: GrimoireEntry) -> GrimoireEntry:
-    # The compiler words an entry from its claim when it has one; for an event link
-    # ({"event", "within_ms"} → "event:B") that gives "When event is clade_alert and
-    # within is 600000, …", while the learner's own sentence ("A clade alert is followed
-    # by … within 10 min: 4 of 11 times …") says it properly. Show the sentence.
-    if entry.claim is not None and entry.claim.target.startswith("event:"):
-        return dataclasses.replace(entry, claim=None)
-    return entry
-
-
 def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
              snapshot: Mapping[str, GrimoireEntry] | None = None,
              ) -> tuple[str, list[GrimoireEntry], list[PlaybookItem]]:
     """The text, the entries selected, and the items the text shows (within the line cap)."""
     entries = select_entries(ctx, snapshot)
-    items = [PlaybookItem(_shown(e), min(1.0, max(0.0, effective_confidence(
+    items = [PlaybookItem(e, min(1.0, max(0.0, effective_confidence(
         e, now, ctx.config.decay)))) for e in entries]
     text, shown = compile_listing(items, tick=tick, generated_at=now,
                                   counts=playbook_counts(ctx) if counts is None else counts,

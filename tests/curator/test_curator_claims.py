@@ -188,3 +188,26 @@ def test_check_causal_counts_each_occurrence_once_across_cycles() -> None:
     assert whole.verdict.right is True  # 2/3 is above the (0.85 + 0.1) / 2 midpoint
     assert check_causal(index, GAS_CLAIM, closed_after=0, closed_until=hour(5),
                         min_support=1) is None
+
+
+def test_a_link_is_judged_only_when_its_occurrences_say_something() -> None:
+    """The midpoint picks the side; a few occurrences decide nothing chance explains."""
+    from curator.claims_check import causal_verdict
+
+    assert causal_verdict(1, 5, 0.4, 0.02, 0.05) is None  # P(<= 1 | 5, 0.4) = 0.34
+    assert causal_verdict(0, 4, 0.4, 0.02, 0.05) is None  # 0.6^4 = 0.13
+    assert causal_verdict(0, 12, 0.4, 0.02, 0.05) is False  # 0.6^12 = 0.002
+    assert causal_verdict(1, 3, 0.4, 0.02, 0.05) is None  # P(>= 1 | 3, 0.02) = 0.06
+    assert causal_verdict(2, 4, 0.4, 0.02, 0.05) is True  # P(>= 2 | 4, 0.02) = 0.002
+    assert causal_verdict(0, 0, 0.4, 0.02, 0.05) is None
+
+
+def test_a_claim_whose_numbers_lost_their_direction_is_judged_wrong() -> None:
+    """Running totals can drift past the baseline: "gas is lower 02-04: 25 vs 24" no longer
+    says what it claims, so new episodes count against it, whatever side they fall on."""
+    drifted = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 25.0, 24.0, 40)
+    dear = EpisodeWindow.of([ep(gas_obs(hour(2 + i / 10), 30.0)) for i in range(4)])
+    verdict = judge_claim(dear, drifted, 3)  # past its midpoint (24.5) on the dear side
+    assert verdict is not None and verdict.right is False
+    cheap = EpisodeWindow.of([ep(gas_obs(hour(2 + i / 10), 7.0)) for i in range(4)])
+    assert judge_claim(cheap, GAS_CLAIM, 3).right is True  # type: ignore[union-attr]

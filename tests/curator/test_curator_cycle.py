@@ -144,6 +144,41 @@ def test_causal_links_gain_edges_evidence_and_votes(g: Grimoire, clock: FrozenCl
     assert deltas(g, link.id) == ["causal_check"]
 
 
+def test_a_links_ticks_are_its_followed_occurrences_counted_once(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """✓ / ✗ of a causal link are exactly the lead occurrences counted for it (issue 11):
+    followed ones confirm, the others contradict, each once however often the lookback
+    pools it again; the sentence's "k of n times" are the running totals, so ✓ never
+    exceeds the k (nor the n) PLAYBOOK.md cites."""
+    claim = Claim({"event": "clade_alert", "within_ms": 600_000}, "event:regime_shift",
+                  "higher", 0.5, 0.05, 4)
+    link = put(g, category=Category.CAUSAL_LINK, claim=claim, confidence=0.7,
+               content="A clade alert is followed by a regime shift within 10 min")
+    minute = 60_000
+    write(g, [_alert(hour(1)), _shift(hour(1) + 3 * minute), _alert(hour(2)),
+              _alert(hour(3)), _shift(hour(3) + 2 * minute), _alert(hour(4))])
+    clock.set(hour(5))
+    cy = start_cycle(g)
+    cross_reference_causal(cy)
+    finish_cycle(cy)
+    after = get(g, link.id)
+    assert (after.validated_count, after.contradicted_count) == (2, 2)
+    assert g.context.semantic.count_evidence(link.id) == (2, 2)
+    assert after.claim is not None and after.claim.support == 8
+    assert after.claim.effect == pytest.approx(0.5)  # (2 + 2) of (4 + 4)
+    for h in (6, 7):  # later cycles pool the same occurrences again: nothing new
+        clock.set(hour(h))
+        cy = start_cycle(g)
+        cross_reference_causal(cy)
+        finish_cycle(cy)
+    again = get(g, link.id)
+    assert (again.validated_count, again.contradicted_count) == (2, 2)
+    assert again.claim == after.claim and again.confidence == after.confidence
+    markdown = g.playbook_get()["markdown"]
+    line = next(x for x in markdown.splitlines() if x.startswith(f"- `{link.id[:8]}"))
+    assert "✓2 ✗2" in line and ": 4 of 8 times (50%" in line
+
+
 # --- 7. quarantine -----------------------------------------------------------------------
 
 

@@ -442,3 +442,24 @@ def test_a_metric_window_rule_is_confirmed_by_observations_alone(
     after = get(g, child.id)
     assert after.validated_count == 6 and after.confidence > child.confidence
     assert get(g, insight.id).validated_count == 6
+
+
+def test_an_outcome_rate_is_judged_on_its_actions_pooled_and_counted_once(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Two losing high_vol swaps a cycle decide nothing (P(2 of 2 | 35%) = 0.12): the
+    claim waits, its ledger empty, instead of drawing a coin-flip verdict. Pooled over the
+    lookback, the losses decide it once they are many, and each swap counts once."""
+    entry = put(g, category=Category.WARNING, claim=SWAP_CLAIM, confidence=0.6)
+    for cycle in range(4):
+        write(g, [swap(hour(1 + cycle) + i * 60_000, "negative") for i in range(2)])
+        clock.set(hour(1.5 + cycle))
+        cy = start_cycle(g)
+        counts = validate_predictions(cy)
+        finish_cycle(cy)
+        if cycle == 0:
+            assert counts["undecided"] == 1 and counts["right"] == 0
+            assert g.context.semantic.count_evidence(entry.id) == (0, 0)
+    after = get(g, entry.id)
+    assert after.validated_count == 8 and after.contradicted_count == 0
+    assert g.context.semantic.count_evidence(entry.id) == (8, 0)
+    assert after.confidence > 0.6

@@ -39,6 +39,7 @@ def make_episodes(
     good_swaps: bool = False,
     gas_sensitive_swaps: bool = False,
     failing_tool: str | None = None,  # swaps through this tool ("uniswap" | "curve") fail
+    pair_hours: tuple[str, int, int] | None = None,  # swaps on this pair fail in [start, end)
     id_prefix: str = "e",
 ) -> list[Episode]:
     """Ticks (60%) and actions (40%) with independent fields unless a regularity is planted.
@@ -74,6 +75,10 @@ def make_episodes(
     if gas_sensitive_swaps:
         where = (actions == "swap") & (gas > 26.0)
         p_neg[where], p_pos[where] = 0.75, 0.2
+    if pair_hours:
+        pair, first, last = pair_hours
+        where = (actions == "swap") & (pairs == pair) & (hours >= first) & (hours < last)
+        p_neg[where], p_pos[where] = 0.9, 0.08
     if failing_tool:
         where = (actions == "swap") & (swap_tools == failing_tool)
         p_neg[where], p_pos[where] = 0.8, 0.15
@@ -186,6 +191,33 @@ def test_failing_swaps_in_high_vol_become_one_warning(seed: int) -> None:
     hits = op.evidence["hits"]
     assert f"{hits} of {op.claim.support} were negative" in op.content
     assert len(op.parent_episode_ids) == hits  # the failed swaps are the supporting episodes
+
+
+def test_a_pair_failing_at_some_hours_is_found_on_pair_and_hours() -> None:
+    """Swaps on one pair fail 14:00-17:00 only: neither the pair over the day nor the hours
+    over every pair shows it; the conjunction does (a rule on token pair × hour)."""
+    ops = distill(make_episodes(8, n=4000, pair_hours=("ARB/USDC", 14, 17)), [], CFG,
+                  strategy=None)
+    rates = [op for op in ops if op.claim.target == NEGATIVE_RATE]
+    assert len(rates) == 1, [op.content for op in ops]
+    condition = rates[0].claim.condition
+    assert condition["action"] == "swap" and condition["token_pair"] == "ARB/USDC"
+    start, end = condition["hour_window"]
+    assert 13 <= start <= 15 and (end - start) % 24 <= 5
+
+
+def test_the_outcomes_own_measure_does_not_shadow_a_finding() -> None:
+    """Actions carry their P&L: 'swaps are negative when P&L is in its lower third' is true
+    of every data set and overlaps every real finding's episodes. Tried beside them, it
+    was selected first and made them look redundant (then the leak filter dropped it,
+    leaving nothing); an outcome is never conditioned on its own measure."""
+    episodes = [dataclasses.replace(e, metrics={**e.metrics, "pnl": e.gain})
+                if e.type is EpisodeType.ACTION and e.gain is not None else e
+                for e in make_episodes(8, n=4000, pair_hours=("ARB/USDC", 14, 17))]
+    ops = distill(episodes, [], CFG, strategy=None)
+    rates = [op.claim.condition for op in ops if op.claim.target == NEGATIVE_RATE]
+    assert any(c.get("token_pair") == "ARB/USDC" and "hour_window" in c for c in rates), rates
+    assert not any("metric_band" in c for c in rates)
 
 
 def test_reliable_swaps_become_a_heuristic() -> None:

@@ -71,15 +71,36 @@ def _run(path: Path, scenario: Scenario, ticks: int, **config: Any
                 yield tick, summary["curator"], markdown
 
 
+_TICKS = re.compile(r"✓(\d+) ✗(\d+)")
+_CITED = re.compile(r"(\d+) episodes\)|: (\d+) of (\d+) times|\(n=(\d+)\)")
+
+
+def _overclaimed(markdown: str) -> list[str]:
+    """Lines whose ✓ exceeds the episodes their sentence cites (for a causal link, the
+    followed occurrences: "k of n times")."""
+    out = []
+    for line in _rules(markdown):
+        ticks, cited = _TICKS.search(line), _CITED.search(line)
+        if ticks is None or cited is None:
+            continue
+        limit = int(cited[1] or cited[2] or cited[4])
+        if int(ticks[1]) > limit:
+            out.append(line)
+    return out
+
+
 def test_planted_regularities_stand_in_the_playbook(tmp_path: Path) -> None:
     """After 1,500 ticks (~3 simulated days) of the default scenario, PLAYBOOK.md holds the
     cheap-gas window as a heuristic, the losing high_vol swaps as a warning and the whale
-    alert → high_vol lead-lag as a causal link."""
+    alert → high_vol lead-lag as a causal link; at no cycle does a line's ✓ exceed the
+    episodes (or followed occurrences) its sentence cites (issue 11)."""
     # The true regime on every episode: this test pins the pipeline at 1,500 ticks; recall
     # under the shipped 15% label noise is measured by scripts/bench_learning.py.
     clean = dataclasses.replace(load_scenario(None), label_noise=0.0)
     cycles = list(_run(tmp_path / "data", clean, 1500))
     assert len(cycles) == 30
+    for tick, _, markdown in cycles:
+        assert _overclaimed(markdown) == [], (tick, _overclaimed(markdown))
     _, summary, markdown = cycles[-1]
     assert summary["phases"]["distil"].get("strategies", 0) >= 1
     assert _listed(markdown, GAS_HEURISTIC), markdown

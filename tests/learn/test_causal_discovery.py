@@ -61,7 +61,9 @@ def test_planted_link_is_found_with_its_lag() -> None:
     assert ev["occurrences"] == 40 and ev["followed"] >= 25
     assert 1 * MINUTE <= ev["lag_ms"] <= 8 * MINUTE
     assert op.claim.effect > 0.6 and op.claim.baseline < 0.05
-    assert op.claim.support == ev["followed"]
+    # the rate's denominator: "k of n times" reads effect × support of support
+    assert op.claim.support == ev["occurrences"]
+    assert round(op.claim.effect * op.claim.support) == ev["followed"]
     # each pair links a regime shift to the clade alert after it, within the window
     by_id = {e.id: e for e in episodes}
     assert len(ev["pairs"]) == ev["followed"]
@@ -127,7 +129,8 @@ def test_kg_evidence_adds_to_episode_support() -> None:
     ops = discover_links(make_stream(7), [], CFG, strategy=None,
                          kg_links=[("regime_shift", "clade_alert", 5)])
     assert len(ops) == 1
-    assert ops[0].claim.support == ops[0].evidence["followed"] + 5
+    assert ops[0].claim.support == ops[0].evidence["occurrences"]
+    assert ops[0].evidence["kg_evidence"] == 5
     assert "asserted explicitly 5 times" in ops[0].content
 
 

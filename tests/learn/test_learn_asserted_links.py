@@ -88,7 +88,9 @@ def test_an_asserted_link_supplies_the_missing_support(g: Grimoire) -> None:
     (entry,) = links(g)
     claim = entry.claim
     assert claim is not None and claim.condition["event"] == CAUSE
-    assert claim.target == f"event:{EFFECT}" and claim.support == 3
+    # The claim's rate is over the occurrences seen (2 of 2: "k of n times"); the assertion
+    # is in the sentence and the evidence, not passed off as an occurrence.
+    assert claim.target == f"event:{EFFECT}" and claim.support == 2 and claim.effect == 1.0
     assert "asserted explicitly once" in entry.content
     assert summary["edges"] == 2  # discovered edges for both observed pairs
     # Re-running does not count the discovered edges the first run wrote: still one asserted.
@@ -173,7 +175,8 @@ def test_a_causal_hint_counts_as_an_assertion(g: Grimoire) -> None:
     assert window_links(g) == [KGLink(CAUSE, EFFECT, 1)]
     distill(g.context, None, NOW)
     (entry,) = links(g)
-    assert entry.claim is not None and entry.claim.support == 3
+    assert entry.claim is not None and entry.claim.support == 2  # the occurrences seen
+    assert "asserted explicitly once" in entry.content
 
 
 def test_cause_episodes_read_from_the_store_are_bounded(

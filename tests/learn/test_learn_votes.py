@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curator.learn.apply import apply_operations, link_weight
-from curator.learn.filter import leak_reason, without_leaks
+from curator.learn.filter import leak_reason, without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
 from curator.operations import Operation, OpKind
 from grimoire.clock import MS_PER_DAY, FrozenClock
@@ -18,7 +19,7 @@ from grimoire.config import DistillerConfig
 from grimoire.embed import HashEmbedder
 from grimoire.errors import ValidationError
 from grimoire.grimoire import Grimoire
-from grimoire.records import Category, Claim, Episode, EpisodeType
+from grimoire.records import Category, Claim, Episode, EpisodeType, episode_from_params
 from tests.learn.learn_support import T0, open_grimoire
 
 NOW = T0 + 90 * MS_PER_DAY
@@ -150,7 +151,7 @@ def test_link_weight_is_the_share_chance_does_not_explain() -> None:
 ])
 def test_leak_filter(condition: dict[str, object], target: str, dropped: bool) -> None:
     claim = Claim(condition, target, "higher", 2.0, 1.0, 10)
-    cfg = DistillerConfig()
+    cfg = DistillerConfig(derived_metrics=["fees"])  # a deployment that knows its fees
     op = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
     assert (leak_reason(op, cfg) is not None) is dropped
     down = Operation(op=OpKind.DOWNVOTE, category=Category.INSIGHT, claim=claim, content="x",
@@ -169,3 +170,50 @@ def test_hour_windows_need_two_days_of_data() -> None:
     assert kept == [down] and "2 days" in gone[0][1]
     assert without_leaks([add, down], cfg, span_ms=2 * MS_PER_DAY)[0] == [add, down]
     assert without_leaks([add], cfg)[0] == [add]  # span unknown: not checked
+
+
+def test_no_metric_is_derived_by_default() -> None:
+    """Config defaults encode no data source's formulas (issue 11 item 7)."""
+    assert DistillerConfig().derived_metrics == []
+    claim = Claim({"hour_window": [2, 4]}, "metric:fees", "lower", 2.0, 6.0, 10)
+    op = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
+    assert leak_reason(op, DistillerConfig()) is None
+
+
+def _metric_op(metric: str, condition: dict[str, object], effect: float, base: float,
+               ) -> Operation:
+    return Operation(op=OpKind.ADD, category=Category.INSIGHT, content=metric,
+                     claim=Claim(condition, f"metric:{metric}", "lower", effect, base, 40))
+
+
+def test_a_metric_computed_from_another_is_its_echo() -> None:
+    """The general rule in place of a configured list: a fee computed from gas (× price, +
+    a size term) moves with gas, so its cheap-hour finding is gas's echo and goes; the
+    stronger relative effect (gas's: the fee's other terms dilute it) stays, as does an
+    independent metric's finding under the same condition and a coupled one under
+    another condition. A condition on a band of a coupled metric is arithmetic."""
+    rng = np.random.default_rng(3)
+    episodes = []
+    for i in range(200):
+        gas = float(rng.lognormal(3.0, 0.3))
+        price = float(3400 * rng.lognormal(0, 0.02))
+        size = float(rng.uniform(500, 5000))
+        episodes.append(episode_from_params(
+            {"text": f"tick {i}", "type": "observation", "timestamp": T0 + i * 60_000,
+             "metrics": {"gas_gwei": gas, "fees": gas * 150_000e-9 * price + size * 5e-4,
+                         "slippage_bps": float(rng.lognormal(2.5, 0.3))}},
+            id=f"e{i}", now_ms=T0 + i * 60_000))
+    cfg = DistillerConfig()
+    window = {"hour_window": [2, 4]}
+    gas = _metric_op("gas_gwei", window, 6.0, 24.0)
+    fees = _metric_op("fees", window, 4.0, 13.0)
+    slip = _metric_op("slippage_bps", window, 6.0, 12.0)
+    other = _metric_op("fees", {"regime": "high_vol"}, 20.0, 13.0)
+    band = _metric_op("fees", {"metric_band": ["gas_gwei", "lower"]}, 4.0, 13.0)
+    kept, gone = without_echoes([fees, gas, slip, other, band], episodes, cfg)
+    assert kept == [gas, slip, other]
+    assert [op for op, _ in gone] == [fees, band]
+    assert "echo of the gas_gwei finding" in gone[0][1]
+    # Independent metrics are never coupled; too few shared episodes judge nothing.
+    assert without_echoes([gas, slip], episodes, cfg)[0] == [gas, slip]
+    assert without_echoes([fees, gas], episodes[:10], cfg)[0] == [fees, gas]

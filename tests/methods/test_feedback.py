@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from curator.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError
-from grimoire.records import Category, DecayClass, Regime
+from grimoire.records import Category, Claim, DecayClass, Regime
 from grimoire.stores.semantic_types import EdgeKind
 from tests.retrieval.retrieve_support import DAY, entry, ids, open_grimoire, put_entry, settle
 
@@ -180,3 +181,34 @@ def test_report_right_after_retrieve_finds_the_log(g: Grimoire, clock: FrozenClo
         g.outcome_report(retrieval_id=result["retrieval_id"], outcome="neutral")
     settle(g)
     assert g.context.semantic.retrieval_counts()["reported"] == 5
+
+
+def test_a_decision_is_counted_once_in_the_ledger_and_never_for_a_claim(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Every ✓ is a ledger row (issue 11): a reported decision confirms an entry without a
+    claim once, recorded as that decision; an entry with a claim is confirmed only by the
+    episodes the curator judges it on, so the decision moves its strength, not its ✓."""
+    made = _three(g, clock)
+    semantic = g.context.semantic
+    claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.0, 24.0, 40)
+    current = entry(g, made[2])
+    g.context.writer.call(lambda: semantic.update_entry(
+        dataclasses.replace(current, claim=claim)))
+    result = g.retrieve(query=QUERY, kinds=["entry"])
+    g.outcome_report(retrieval_id=result["retrieval_id"], outcome="positive",
+                     followed_ids=[made[0], made[2]])
+    plain, claimed = entry(g, made[0]), entry(g, made[2])
+    assert plain.validated_count == 1
+    assert semantic.list_evidence(made[0])[0][:2] == (
+        f"retrieval:{result['retrieval_id']}", "confirm")
+    assert semantic.count_evidence(made[0]) == (1, 0)
+    assert claimed.strength == 2.0 and claimed.validated_count == 0
+    assert semantic.count_evidence(made[2]) == (0, 0)
+    clock.advance(DAY)
+    again = g.retrieve(query=QUERY, kinds=["entry"])
+    g.outcome_report(retrieval_id=again["retrieval_id"], outcome="negative",
+                     followed_ids=[made[0], made[2]])
+    assert entry(g, made[0]).contradicted_count == 1
+    assert semantic.count_evidence(made[0]) == (1, 1)
+    assert entry(g, made[2]).contradicted_count == 0
+    assert entry(g, made[2]).confidence < claimed.confidence  # still its DOWNVOTE

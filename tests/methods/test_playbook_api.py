@@ -14,7 +14,7 @@ from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.errors import StoreError
 from grimoire.methods.playbook import playbook_get, render_playbook, select_entries, write_playbook
-from grimoire.records import Category, DecayClass, EntryStatus
+from grimoire.records import Category, Claim, DecayClass, EntryStatus
 from tests.curator.test_curator_support import GAS_CLAIM, grimoire_at, put
 
 
@@ -93,3 +93,17 @@ def test_playbook_get_before_and_after_the_first_cycle(g: Grimoire, clock: Froze
     assert "curator_cycles: 1" in after["markdown"]
     # The cycle compiles from its own snapshot; the store gives the same bytes.
     assert render_playbook(g.context, now=clock.now, tick=50) == after["markdown"]
+
+
+def test_an_active_insight_with_a_claim_is_listed_alone(g: Grimoire) -> None:
+    """A learned regularity no rule was derived from (volume is neither a cost nor a gain)
+    is still knowledge the agent earned: listed with its numbers. An active insight with no
+    claim (a summary) still is not."""
+    volume = Claim({"hour_window": [12, 15]}, "metric:volume", "higher", 6e6, 2.5e6, 40)
+    found = put(g, claim=volume, confidence=0.9)
+    summary = put(g, confidence=0.95, content="Volume doubles on Mondays (n=12).")
+    chosen = {e.id for e in select_entries(g.context)}
+    assert found.id in chosen and summary.id not in chosen
+    markdown = render_playbook(g.context, now=g.context.now(), tick=1)
+    line = next(x for x in markdown.splitlines() if x.startswith(f"- `{found.id[:8]}"))
+    assert "volume averages 6000000 (vs 2500000 otherwise; 40 episodes)" in line
