@@ -28,7 +28,7 @@ TICK_MS = 180_000  # the scenarios' tick_seconds_hint
 TICKS = 1200  # 24 curator cycles, 2.5 simulated days
 RETRIEVE_EVERY = 20
 REPORT_EVERY = 40
-LINE = re.compile(r"^- `([0-9a-f]+)` · (?:[a-z ]+ · )?conf (\d\.\d\d) · ✓(\d+) ✗(\d+)")
+LINE = re.compile(r"^- `([0-9a-f-]+)` · (?:[a-z ]+ · )*conf (\d\.\d\d) · ✓(\d+) ✗(\d+)")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not "
                                     "installed (.ci/run installs it: apt-get install chromium)")
 
