@@ -225,7 +225,9 @@ def daemon(root: Path, sock: Path, now: int) -> subprocess.Popen[str]:
 
 
 Row = tuple[str, str, float, float, float]  # store, measure, p50, p95, cpu ms per call
-SETTLE_S = 0.01  # after each socket call: the daemon's deferred log write lands (untimed)
+# After each socket call, untimed: the daemon's deferred log write lands (its fsync took up
+# to 15 ms on this loaded machine; with 10 ms it spilled into the next timed call).
+SETTLE_S = 0.03
 
 
 def process_cpu_s(pid: int | None = None) -> float:

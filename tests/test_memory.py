@@ -2,8 +2,8 @@
 
 The mechanism is ``grimoire.memory.release_free_memory`` (glibc ``malloc_trim``); these
 tests pin where it is called — after the stores are opened (the index rebuild's scan of
-the episode table) and after every heartbeat tick — not what RSS it saves, which
-``scripts/bench_memory.py`` measures.
+the episode table), after every heartbeat tick and after a compaction — not what RSS it
+saves, which ``scripts/bench_memory.py`` measures.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 import grimoire.grimoire as facade
 import grimoire.service.daemon as daemon_module
+import grimoire.stores.episodes as episodes_module
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.feeds import NoneFeed
@@ -43,3 +44,14 @@ def test_open_and_every_tick_hand_freed_memory_back(tmp_path: Path,
         now[0] = 1002.0
         assert d.step() is not None
     assert calls == ["open", "tick", "tick"]
+
+
+def test_compaction_hands_freed_memory_back(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(episodes_module, "release_free_memory", lambda: calls.append("compact"))
+    with Grimoire.open(tmp_path / "data", clock=FrozenClock(),
+                       embedder=HashEmbedder()) as g:
+        g.episode_write(text="gas spiked to 90 gwei on base")
+        g.context.writer.call(g.context.episodes.compact)
+    assert "compact" in calls

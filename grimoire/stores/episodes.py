@@ -60,6 +60,7 @@ from grimoire.errors import (
     ValidationError,
 )
 from grimoire.logs import get_logger
+from grimoire.memory import release_free_memory
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes_index import EpisodeFilter, EpisodeIndex, Snapshot
 from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal, read_journal
@@ -304,6 +305,7 @@ class EpisodeStore:
         # (a simulated run, a burst) would otherwise keep every version of the last minute.
         keep_s = 0 if self._too_many_files() else self._config.cleanup_older_than_s
         result = self._lance.compact(keep_s)
+        release_free_memory()  # compaction read and rewrote every fragment: hand that back
         self._flushes_since_compact = 0
         self._last_compact = {**result, "at_ms": self._clock()}
         log.info("episodes.compact", **result)
