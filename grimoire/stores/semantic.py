@@ -355,7 +355,13 @@ class SemanticStore(SemanticBase):
             return mentions.mentions_of(self._db.read(), entity, until, limit)
 
     def max_entry_rid(self) -> int:
-        """The largest entry rowid (0 when empty): a cheap "were entries added?" probe."""
+        """The largest entry rowid (0 when empty): a cheap "were entries added?" probe.
+
+        From the vector mirror when it is on (every entry has a vector; as of the last
+        commit, no SQL: retrieval asks up to three times a query), else from SQLite."""
+        cache = self._cache
+        if cache is not None and not self._db.in_transaction():
+            return cache.max_rid()
         with store_errors("max_entry_rid"):
             return mentions.max_entry_rid(self._db.read())
 

@@ -206,6 +206,8 @@ def bfs(
             weight_of[node] = path
             found.append((node, depth, path, edge_id))
         frontier = sorted(best)
+    if not found:  # no edge reaches ``start`` (most events): no second statement
+        return []
     edges = {
         row[0]: _edge(row[1:]) for row in conn.execute(
             f"SELECT id, {_COLS} FROM causal_edges WHERE id IN (SELECT value FROM json_each(?))",

@@ -74,6 +74,7 @@ class _Snapshot:
     codes: Mapping[str, npt.NDArray[np.int32]]  # field -> per-row code
     vocab: Mapping[str, Mapping[str, int]]  # field -> value -> code
     stamps: Sequence[Stamp | None]  # per row: (entry id, version), None when unknown
+    max_rid: int  # the largest rid ever mirrored (0: none)
     masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
 
@@ -166,7 +167,7 @@ class VectorCache:
         return _Snapshot(
             matrix=self._buf[:n], rids=rids[:n], alive=alive[:n],
             codes={name: arr[:n] for name, arr in codes.items()}, vocab=dict(self._vocab),
-            stamps=stamps,
+            stamps=stamps, max_rid=int(rids[:n].max()) if n else 0,
         )
 
     def apply(self, ops: Iterable[CacheOp]) -> None:
@@ -287,6 +288,11 @@ class VectorCache:
         top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")][:take]
         return [(i, float(sims[i])) for i in top.tolist()]
+
+    def max_rid(self) -> int:
+        """The largest row id mirrored (0 when empty): SQLite's max(rid) as of the last
+        commit, since every entry row has a vector and rows are never deleted."""
+        return self._snap.max_rid
 
     def rids(self) -> Sequence[int]:
         """Live row ids (for tests and consistency checks)."""

@@ -249,4 +249,6 @@ def test_knn_versions_stamps_match_stored_rows(tmp_path: Path,
             assert [i for i, _, _ in found] == _ids(s.knn(q, 50, filt, source="vec0"))
         current = {e.id: mentions.version_of(e) for e in s.get_entries(truth).values()}
         assert current == truth  # a record's version_of equals its stored row's version
+        # max_entry_rid from the mirror equals SQLite's
+        assert s.max_entry_rid() == mentions.max_entry_rid(s._db.read()) > 0
     store.close()
