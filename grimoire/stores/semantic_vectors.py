@@ -22,6 +22,7 @@ can tell they are current without a query per search (``knn_stamped``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,7 @@ class _Snapshot:
     masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=256)  # filters are immutable; a search builds its key once
 def _filter_key(filt: EntryFilter) -> tuple[Any, ...]:
     strategies = None if filt.strategies is None else tuple(s or "" for s in filt.strategies)
     regimes = None if filt.regimes is None else tuple(r.value if r else "" for r in filt.regimes)
