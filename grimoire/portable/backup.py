@@ -70,9 +70,13 @@ def _sqlite_backup(src: Path, dest: Path) -> dict[str, Any]:
         source.set_busy_timeout(5000)
         target = apsw.Connection(str(dest))
         try:
+            # One step copies every page inside a single read transaction: in WAL mode the
+            # daemon's writers go on meanwhile, and the copy is one consistent snapshot.
+            # Copying in slices (step(n)) would restart from the first page after every
+            # write the daemon makes to this file between two slices; with a busy journal
+            # that means copying it again and again while competing for the disk.
             with target.backup("main", source, "main") as step:
-                while not step.done:
-                    step.step(4096)
+                step.step(-1)
             target.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
             version = _scalar(target, "PRAGMA user_version")
             tables = [str(r[0]) for r in target.execute(
