@@ -67,7 +67,6 @@ def witness_ids(ids: Sequence[str], matrix: Vector, ancestors: Sequence[Ancestor
     if not usable or not ids:
         return []
     sims = matrix @ _unit(usable).T  # n × ancestors
-    to_start = matrix @ start if start is not None else None
     window = cfg.causal_witness_window_ms
     out: list[str] = []
     seen = set(exclude)
@@ -76,12 +75,15 @@ def witness_ids(ids: Sequence[str], matrix: Vector, ancestors: Sequence[Ancestor
         col = sims[:, column]
         k = min(len(ids), _SCAN)
         top = np.argpartition(-col, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        # Cosines to the event only for the rows looked at (not a second pass over all).
+        to_start = matrix[top] @ start if start is not None else None
+        row_of = {p: r for r, p in enumerate(top.tolist())}
         taken = 0
-        for position in sorted(top.tolist(), key=lambda p: (-col[p], p)):
+        for position in sorted(row_of, key=lambda p: (-col[p], p)):
             if col[position] < cfg.causal_witness_similarity or taken >= WITNESSES_PER_ANCESTOR:
                 break
             item = ids[position]
-            restates = to_start is not None and to_start[position] >= col[position]
+            restates = to_start is not None and to_start[row_of[position]] >= col[position]
             if item == ancestor[0] or restates:
                 continue
             at = time_of(item)

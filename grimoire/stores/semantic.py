@@ -62,6 +62,11 @@ def _k(k: object) -> int:
     return min(_count(k, "k"), entries.MAX_K)
 
 
+def _stamp(entry: GrimoireEntry) -> tuple[str, mentions.Version]:
+    """The row stamp the vector mirror keeps for an entry as written (id, version)."""
+    return entry.id, mentions.version_of(entry)
+
+
 class SemanticStore(SemanticBase):
     """Entries, vectors, full text, causal edges and logs in one SQLite file.
 
@@ -160,7 +165,7 @@ class SemanticStore(SemanticBase):
             if entries.get_rid(conn, e.id) is not None:
                 raise ValidationError(f"an entry {e.id!r} already exists", field="id")
             rid = entries.insert(conn, e, vector)
-            self._db.queue(CacheOp(rid, vector, entries.meta_of(e)))
+            self._db.queue(CacheOp(rid, vector, entries.meta_of(e), _stamp(e)))
 
     def update_entry(self, entry: GrimoireEntry, embedding: npt.ArrayLike | None = None) -> None:
         """Replace the stored entry with the same id by ``entry`` (and its vector if given)."""
@@ -173,7 +178,7 @@ class SemanticStore(SemanticBase):
             entries.replace(conn, e)
             if vector is not None:
                 entries.set_vector(conn, rid, vector)
-            self._db.queue(CacheOp(rid, vector, entries.meta_of(e)))
+            self._db.queue(CacheOp(rid, vector, entries.meta_of(e), _stamp(e)))
 
     def archive(self, entry_id: str, now: int | None = None) -> GrimoireEntry:
         """Move an entry to cold storage: still readable by id, hidden from queries."""
@@ -366,18 +371,21 @@ class SemanticStore(SemanticBase):
         For a caller that caches entries: ``version`` equals
         ``semantic_mentions.version_of(entry)`` while the stored row is unchanged.
         Rows that changed since the search must be re-checked against
-        ``filters`` by the caller.
+        ``filters`` by the caller. From the vector mirror, ids and versions are the
+        rows' stamps (same snapshot as the search: no SQL); else they are read.
         """
         query = validate_vector(vector, self.dim, field="vector")
         filt = filters or EntryFilter()
         cache = self._cache
         with store_errors("knn_versions"):
-            conn = self._db.read()
             if cache is not None and not self._db.in_transaction():
-                hits = cache.knn(query, _k(k), filt)
+                stamped = cache.knn_stamped(query, _k(k), filt)
+                if all(stamp is not None for _, _, stamp in stamped):
+                    return [(*stamp, sim) for _, sim, stamp in stamped if stamp is not None]
+                hits = [(rid, sim) for rid, sim, _ in stamped]
             else:
-                hits = entries.knn_vec0(conn, query, _k(k), filt)
-            versions = mentions.entry_versions(conn, (rid for rid, _ in hits))
+                hits = entries.knn_vec0(self._db.read(), query, _k(k), filt)
+            versions = mentions.entry_versions(self._db.read(), (rid for rid, _ in hits))
         return [(*versions[rid], sim) for rid, sim in hits if rid in versions]
 
     def get_entries(self, ids: Iterable[str]) -> dict[str, GrimoireEntry]:

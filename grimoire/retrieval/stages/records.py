@@ -34,21 +34,25 @@ MAX_CACHED = 20_000  # records of ~1 kB each (candidates add a 1.5 kB vector)
 
 def current_entries(ctx: Context, wanted: Sequence[tuple[str, Version]]
                     ) -> dict[str, GrimoireEntry]:
-    """Entries at these versions: cached records when current, the rest in one statement."""
-    cache: dict[str, GrimoireEntry] | None = ctx.extras.get(_ENTRIES)
+    """Entries at these versions: cached records when current, the rest in one statement.
+
+    The cache keeps each record beside its version (``version_of`` once per record read,
+    not once per search hit)."""
+    cache: dict[str, tuple[GrimoireEntry, Version]] | None = ctx.extras.get(_ENTRIES)
     if cache is None or len(cache) > MAX_CACHED:
         cache = ctx.extras[_ENTRIES] = {}
     out: dict[str, GrimoireEntry] = {}
     missing = []
     for entry_id, version in wanted:
         found = cache.get(entry_id)
-        if found is not None and version_of(found) == version:
-            out[entry_id] = found
+        if found is not None and found[1] == version:
+            out[entry_id] = found[0]
         else:
             missing.append(entry_id)
     if missing:
         for entry_id, entry in ctx.semantic.get_entries(missing).items():
-            cache[entry_id] = out[entry_id] = entry
+            cache[entry_id] = (entry, version_of(entry))
+            out[entry_id] = entry
     return out
 
 
