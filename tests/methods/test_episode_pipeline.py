@@ -60,7 +60,9 @@ def test_embedding_runs_while_the_writer_is_busy_and_the_ack_waits_for_the_appen
         stored = g.context.episodes.get(episode_id)
         assert stored is not None and stored.text == "gas spiked on base while committing"
         vector = g.context.episodes.vectors_for([episode_id])[0]
-        assert np.allclose(vector, embedder.embed(["gas spiked on base while committing"])[0])
+        want = embedder.embed(["gas spiked on base while committing"])[0]
+        # held as int8 in memory: within a quantisation step (max |x| / 127) of the embedding
+        assert np.allclose(vector, want, atol=float(np.abs(want).max()) / 127)
 
 
 def test_concurrent_writes_in_both_stages_all_land_once(tmp_path: Path) -> None:
