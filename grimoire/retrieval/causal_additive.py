@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from grimoire.config import RetrievalConfig
 from grimoire.retrieval.candidates import Breakdown, Candidate, Vector
@@ -49,10 +50,12 @@ _WHY = re.compile(r"\b(why|what caused|what led to|what made|reasons?|root cause
 
 
 class Matrix(Protocol):
-    """An n × dim matrix of episode vectors: what ``matrix @ x`` is asked of (the store's
-    int8 ``QuantizedRows`` or a float32 array)."""
+    """An n × dim matrix of episode vectors: what ``matrix @ x`` and ``matrix[rows]`` are
+    asked of (the store's int8 ``QuantizedRows`` or a float32 array)."""
 
     def __matmul__(self, other: Vector, /) -> Vector: ...
+
+    def __getitem__(self, rows: npt.NDArray[np.intp], /) -> Vector: ...
 
 
 def asks_why(query: str) -> bool:
