@@ -351,10 +351,16 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
     side = midpoint_verdict(followed / n, effect, baseline)
     if side is None or not 0.0 <= baseline <= 1.0 or not 0.0 <= effect <= 1.0:
         return side
+    # The tail points the way the claim does: a claimed rate above its baseline is right
+    # when this many or more would be rare under the baseline; one below it (a reversed
+    # "loses less often" rule) when this many or fewer would be.
+    up = effect > baseline
     if side:
-        log_p = stats.binom_logsf(followed, n, baseline) if baseline < 1.0 else 0.0
+        log_p = (stats.binom_logsf(followed, n, baseline) if up
+                 else stats.binom_logcdf(followed, n, baseline))
     else:
-        log_p = stats.binom_logcdf(followed, n, effect) if effect > 0.0 else 0.0
+        log_p = (stats.binom_logcdf(followed, n, effect) if up
+                 else stats.binom_logsf(followed, n, effect))
     return side if log_p <= np.log(level) else None
 
 

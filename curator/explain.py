@@ -24,6 +24,7 @@ from grimoire.context import Context
 from grimoire.decay import effective_confidence, half_life_ms, retention
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.records import EntryStatus, GrimoireEntry
+from grimoire.stores.semantic_evidence import DECISION_PREFIX
 from grimoire.stores.semantic_types import EntryFilter
 from playbook import iso_utc
 
@@ -141,8 +142,15 @@ def _ranges(ids: list[str], limit: int = 12) -> str:
 def _evidence(ctx: Context, entry_id: str) -> dict[str, Any]:
     """The episodes counted for the entry (``entry_evidence``), by verdict, oldest first."""
     rows = ctx.semantic.list_evidence(entry_id)
-    return {"confirming": [r[0] for r in rows if r[1] == "confirm"],
-            "contradicting": [r[0] for r in rows if r[1] == "contradict"],
+
+    def units(verdict: str, decisions: bool) -> list[str]:
+        return [r[0].removeprefix(DECISION_PREFIX) for r in rows
+                if r[1] == verdict and r[0].startswith(DECISION_PREFIX) == decisions]
+
+    return {"confirming": units("confirm", False),
+            "contradicting": units("contradict", False),
+            "confirming_decisions": units("confirm", True),
+            "contradicting_decisions": units("contradict", True),
             "cycles": sorted({r[2] for r in rows})}
 
 
@@ -218,7 +226,10 @@ def render_text(data: Mapping[str, Any]) -> str:
     ev = data.get("evidence") or {}
     for word, key in (("Confirming", "confirming"), ("Contradicting", "contradicting")):
         ids = list(ev.get(key, ()))
-        lines.append(f"{word} episodes counted ({len(ids)}): {_ranges(ids) or 'none'}.")
+        decisions = list(ev.get(f"{key}_decisions", ()))
+        lines.append(f"{word} episodes counted ({len(ids)}): {_ranges(ids) or 'none'}"
+                     + (f"; reported decisions ({len(decisions)}): {_ranges(decisions)}"
+                        if decisions else "") + ".")
     if data["admission"]:
         lines += ["", "Admission gate:"]
         for a in data["admission"]:

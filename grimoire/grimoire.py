@@ -219,7 +219,8 @@ class Grimoire:
             config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
             semantic=semantic, graph=graph, writer=Writer(max_queue=config.daemon.write_queue),
             events=EventLog(),
-            embed_stage=Writer(max_queue=config.daemon.write_queue, name="grimoire-embed"),
+            embed_stage=Writer(max_queue=config.daemon.write_queue, linger_fraction=0.0,
+                             name="grimoire-embed"),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
         if llm is not None:

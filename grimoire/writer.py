@@ -53,6 +53,7 @@ class _Job:
     payload: Any = None
     weight: int = 1
     handler: Callable[[Sequence[Any]], Sequence[Any]] | None = field(default=None, repr=False)
+    linger: bool = True
 
 
 class Writer:
@@ -112,6 +113,28 @@ class Writer:
                    weight=max(1, int(weight)))
         return self._put(job).result()
 
+    def submit_batched(
+        self, batch_key: str, payload: Any, handler: Callable[[Sequence[Any]], Sequence[Any]],
+        *, weight: int = 1, linger: bool = True,
+    ) -> Future[Any]:
+        """``call_batched`` without waiting: the ``Future`` of this payload's result.
+
+        For a stage in front of the writer that hands over a whole group at once and
+        goes on with its next one. ``linger=False``: a group this job starts does not
+        wait for stragglers (one submitter already sends everything it has together).
+        Raises ``BusyError`` at once if the queue is full or the writer is stopping.
+        """
+        if self.on_writer_thread():
+            done: Future[Any] = Future()
+            try:
+                done.set_result(handler([payload])[0])
+            except BaseException as exc:
+                done.set_exception(exc)
+            return done
+        job = _Job(Future(), batch_key=batch_key, payload=payload, handler=handler,
+                   weight=max(1, int(weight)), linger=linger)
+        return self._put(job)
+
     # -- the loop -------------------------------------------------------------------------
 
     def _next(self) -> Any:
@@ -144,7 +167,7 @@ class Writer:
         jobs = [first]
         weight = first.weight
         linger = 0.0
-        if self._last_group_jobs > 1:
+        if first.linger and self._last_group_jobs > 1:
             linger = min(self._max_linger_s, self._linger_fraction * self._last_group_s)
         deadline = time.monotonic() + linger
         while len(jobs) < self._max_batch and weight < self._max_weight:

@@ -129,6 +129,10 @@ async def mcp_queries(data: Path, env: dict[str, str], n: int) -> list[float]:
     return out
 
 
+class _Done(Exception):
+    """The rows asked for are measured (``--backup-only``)."""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=10_000)
@@ -136,6 +140,8 @@ def main() -> None:
     ap.add_argument("--triples", type=int, default=10_000)
     ap.add_argument("--writes", type=int, default=300, help="idle episode.write samples")
     ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--backup-only", action="store_true",
+                    help="only the backup rows (skips MCP, export and the slow import)")
     args = ap.parse_args()
     import structlog
 
@@ -187,6 +193,8 @@ def main() -> None:
                              f"= {p95_busy / p95_idle:.2f}x (goal <= 2x)"))
             from grimoire.service.client import Client
 
+            if args.backup_only:
+                raise _Done
             with Client(sock) as client:
                 client.call("retrieve", {"query": "warm up"})
                 socket_s = []
@@ -198,8 +206,12 @@ def main() -> None:
             mcp_s = asyncio.run(mcp_queries(data, env, args.queries))
             rows.append(("MCP query p50 / socket retrieve p50", f"{args.queries} queries",
                          f"{pct(mcp_s, 50):.1f} ms / {pct(socket_s, 50):.1f} ms"))
+        except _Done:
+            pass
         finally:
             stop_daemon(proc)
+        if args.backup_only:
+            raise _Done
         from grimoire.portable.bundle import export_bundle
         from grimoire.portable.session import import_bundle
 
@@ -216,6 +228,8 @@ def main() -> None:
             import_s = time.perf_counter() - t0
         rows.append(("import (through the gate)", f"entries {imported['entries']}",
                      f"{n_items / import_s:.0f} items/s ({import_s:.2f} s)"))
+    except _Done:
+        pass
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("| measurement | size | value |\n|---|---|---|")

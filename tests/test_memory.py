@@ -19,13 +19,21 @@ from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.feeds import NoneFeed
 from grimoire.grimoire import Grimoire
-from grimoire.memory import release_free_memory
+from grimoire.memory import limit_malloc_arenas, release_free_memory
 from grimoire.service.daemon import Daemon
 
 
 def test_release_free_memory_runs_anywhere() -> None:
     release_free_memory()  # a no-op without glibc; never raises
     release_free_memory()
+
+
+def test_limit_malloc_arenas_runs_anywhere_and_the_daemon_sets_it_first() -> None:
+    limit_malloc_arenas(daemon_module.MALLOC_ARENAS)  # a no-op without glibc
+    limit_malloc_arenas(0)  # ignored
+    source = Path(daemon_module.__file__).read_text()
+    body = source[source.index("def run_daemon"):]
+    assert body.index("limit_malloc_arenas(") < body.index("Grimoire.open(")
 
 
 def test_open_and_every_tick_hand_freed_memory_back(tmp_path: Path,

@@ -146,3 +146,69 @@ def test_after_a_shared_group_the_writer_lingers_for_stragglers() -> None:
     first.join()
     assert groups[-1] == ["a", "b"]
     assert w.stop()
+
+
+def test_submit_batched_returns_at_once() -> None:
+    """A stage hands the writer a whole group and goes straight on to its next one."""
+    w = Writer()
+    gate = threading.Event()
+    started = threading.Event()
+    groups: list[list[int]] = []
+
+    def handler(payloads: Sequence[int]) -> list[int]:
+        groups.append(list(payloads))
+        return [p + 100 for p in payloads]
+
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()
+    futures = [w.submit_batched("ep", i, handler, linger=False) for i in range(3)]
+    assert not any(f.done() for f in futures)  # submitted, not waited for
+    gate.set()
+    blocker.join()
+    assert [f.result(30) for f in futures] == [100, 101, 102]
+    assert groups == [[0, 1, 2]]
+    assert w.stop()
+    with pytest.raises(BusyError, match="shutting down"):
+        w.submit_batched("ep", 1, handler)
+
+
+def test_a_job_submitted_without_linger_starts_its_group_at_once() -> None:
+    """The mirror of the linger test: after the same slow shared group, a job submitted
+    with ``linger=False`` runs alone at once, and a caller arriving a little later forms
+    the next group (one submitter that sends whole groups has no stragglers to wait for)."""
+    w = Writer(linger_fraction=1.0, max_linger_s=5.0)
+    groups: list[list[str]] = []
+    entered = threading.Event()
+
+    def handler(payloads: Sequence[str]) -> list[str]:
+        groups.append(list(payloads))
+        if payloads[0].startswith("warm"):
+            threading.Event().wait(0.5)  # a slow group: a linger after it may last 0.5 s
+        if payloads[0] == "a":
+            entered.set()
+        return list(payloads)
+
+    gate = threading.Event()
+    started = threading.Event()
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()
+    warm = [w._put(_Job(Future(), batch_key="ep", payload=f"warm{i}", handler=handler))
+            for i in range(2)]
+    gate.set()
+    blocker.join()
+    assert [f.result() for f in warm] == ["warm0", "warm1"]
+    a = w.submit_batched("ep", "a", handler, linger=False)
+    entered.wait(0.4)  # at once without a linger; a lingering "a" would still be waiting
+    assert w.call_batched("ep", "b", handler) == "b"
+    assert a.result(30) == "a"
+    assert groups[-2:] == [["a"], ["b"]]
+    assert w.stop()
+
+
+def test_submit_batched_from_the_writer_thread_runs_inline() -> None:
+    w = Writer()
+    inner = w.call(lambda: w.submit_batched("ep", 2, lambda ps: [p * 3 for p in ps]))
+    assert inner.result(0) == 6
+    assert w.stop()

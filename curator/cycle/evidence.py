@@ -62,6 +62,7 @@ from curator.cycle.state import (
     refresh,
 )
 from curator.lifecycle import is_derived
+from curator.operations import category_for_claim
 from grimoire.context import Context
 from grimoire.decay import net_votes
 from grimoire.methods.entry import Proposal
@@ -77,7 +78,7 @@ from grimoire.records import (
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import render_claim
 
-__all__ = ["claim_category", "cross_reference_causal", "link_change", "validate_predictions",
+__all__ = ["cross_reference_causal", "link_change", "validate_predictions",
            "vote_change"]
 
 
@@ -325,7 +326,7 @@ def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim
         if cy.ctx.semantic.find_by_claim_key(
                 flipped.key, EntryFilter(statuses=_KNOWN)) is not None:
             continue  # already known (the learner or an earlier cycle)
-        category = claim_category(flipped)
+        category = category_for_claim(flipped)
         content = (render_claim(flipped, category, "") or
                    render_claim(flipped, Category.INSIGHT, "") or flipped.key)
         regime = flipped.condition.get("regime")
@@ -355,18 +356,6 @@ MAX_EDGES_PER_LINK = 20  # episode pairs written as discovered edges per link an
 _REGIMES = frozenset(r.value for r in Regime)
 _KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
           EntryStatus.QUARANTINED)
-
-
-def claim_category(claim: Claim) -> Category:
-    """As the learner files a claim: a metric level is an insight, a bad outcome rate a
-    warning, a good one a heuristic (``curator.operations.category_for_claim``)."""
-    if claim.target.startswith("event:"):
-        return Category.CAUSAL_LINK
-    if claim.target == NEGATIVE_RATE:
-        return Category.WARNING if claim.direction == "higher" else Category.HEURISTIC
-    if claim.target == POSITIVE_RATE:
-        return Category.HEURISTIC if claim.direction == "higher" else Category.WARNING
-    return Category.INSIGHT
 
 
 _Edge = tuple[str, str, int, float, str]  # cause, effect, lag ms, weight, relationship

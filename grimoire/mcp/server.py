@@ -140,6 +140,11 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _given(params: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``params`` plus each optional argument the model gave (None means not given)."""
+    return {**params, **{k: v for k, v in optional.items() if v is not None}}
+
+
 def build_server(call: tools.Call) -> Any:
     from mcp.server.mcpserver import MCPServer
 
@@ -165,10 +170,8 @@ def build_server(call: tools.Call) -> Any:
     @_tool_errors
     def retrieve(query: str, k: int = 10, max_tokens: int | None = None,
                  mode: str = "deciding") -> dict[str, Any]:
-        params: dict[str, Any] = {"query": query, "k": k, "mode": mode, "explain": True}
-        if max_tokens is not None:
-            params["max_tokens"] = max_tokens
-        out: dict[str, Any] = call("retrieve", params)
+        out: dict[str, Any] = call("retrieve", _given(
+            {"query": query, "k": k, "mode": mode, "explain": True}, max_tokens=max_tokens))
         return out
 
     @server.tool(description="Tell memory how a decision taken after a retrieval turned out "
@@ -176,12 +179,9 @@ def build_server(call: tools.Call) -> Any:
     @_tool_errors
     def report_outcome(retrieval_id: str, outcome: str, pnl: float | None = None,
                        followed_ids: list[str] | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"retrieval_id": retrieval_id, "outcome": outcome}
-        if pnl is not None:
-            params["pnl"] = pnl
-        if followed_ids is not None:
-            params["followed_ids"] = followed_ids
-        out: dict[str, Any] = call("outcome.report", params)
+        out: dict[str, Any] = call("outcome.report", _given(
+            {"retrieval_id": retrieval_id, "outcome": outcome}, pnl=pnl,
+            followed_ids=followed_ids))
         return out
 
     @server.tool(description="The compiled PLAYBOOK.md: heuristics and warnings learned so "
@@ -203,12 +203,9 @@ def build_server(call: tools.Call) -> Any:
     def kg_assert(subject_kind: str, subject_id: str, predicate: str,
                   object: str | dict[str, str], valid_from: int,
                   confidence: float | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"subject": {"kind": subject_kind, "id": subject_id},
-                                  "predicate": predicate, "object": object,
-                                  "valid_from": valid_from}
-        if confidence is not None:
-            params["confidence"] = confidence
-        out: dict[str, Any] = call("kg.assert", params)
+        out: dict[str, Any] = call("kg.assert", _given(
+            {"subject": {"kind": subject_kind, "id": subject_id}, "predicate": predicate,
+             "object": object, "valid_from": valid_from}, confidence=confidence))
         return out
 
     @server.tool(description="Facts about a subject in the knowledge graph, valid at a block "

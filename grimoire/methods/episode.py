@@ -3,13 +3,16 @@
 Validation happens on the caller's thread so bad input is refused before it
 queues. Embedding runs on the embedding stage (``ctx.embed_stage``, a second
 single thread in front of the writer), batched with the other writes waiting
-there; the embedded group then goes to the writer for one fsync'd append,
-batched again. The two stages overlap: while the writer commits one group
+there; the stage hands the embedded group to the writer as one job (one fsync'd
+append) and goes straight on to the next group, while each caller waits on its
+own ack. The two stages overlap: while the writer commits one group
 (journal fsync, LanceDB, hooks) the model embeds the next, so a few clients
 each waiting for their ack keep the model busy instead of leaving it idle for
 every commit (issue 15: 8 clients sustained 0.79x the raw embedder when one
 thread embedded and committed in turn). The ack still waits for the append:
-durability is unchanged. Without a stage (a bare Context) the writer embeds.
+durability is unchanged, and a caller whose episodes the model or the store
+refuses gets its own error while the rest of its group is stored. Without a
+stage (a bare Context) the writer embeds.
 Post-write hooks (counters for distillation, Reflexion, auto-linking, entity
 mentions) run after the append is durable; a hook failure is logged with the
 episode ids and never un-acknowledges a durable write.
@@ -18,6 +21,7 @@ episode ids and never un-acknowledges a durable write.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +29,7 @@ import numpy as np
 
 from grimoire.context import Context
 from grimoire.embed import Vectors
-from grimoire.errors import NotFoundError, ValidationError
+from grimoire.errors import NotFoundError, StoreError, ValidationError
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
 from grimoire.methods.thread_context import embedding_texts
@@ -81,27 +85,101 @@ def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]], *,
     return out
 
 
-def _embed_batch(ctx: Context, batches: Sequence[list[Episode]]) -> list[Vectors]:
-    """Embedding-stage handler: one embedding call for every waiting batch, split back.
+@dataclass(slots=True)
+class _Embedded:
+    """One caller's episodes with their vectors, on the way to the writer; ``ack`` is
+    answered with their ids once they are durable, or with this caller's own error."""
 
-    ``embedding_texts`` runs here, in queue order, as it did on the writer: a thread's
-    previous turn is the one embedded just before (see ``thread_context``)."""
+    episodes: list[Episode]
+    vectors: Vectors
+    ack: Future[list[str]]
+
+
+def _embed_group(ctx: Context, batches: Sequence[list[Episode]]) -> list[Future[list[str]]]:
+    """Embedding-stage handler: one embedding call for every waiting caller, then the whole
+    group goes to the writer as one job and the stage is free for the next group at once.
+
+    Returns each caller's ack future. The writer gets one job per group, so it needs no
+    linger to gather the callers again (they used to re-queue one by one from their own
+    threads). If the embedding call fails, each caller's texts are embedded alone, so a
+    text the model refuses fails only its own write. ``embedding_texts`` runs here, in
+    queue order: a thread's previous turn is the one embedded just before
+    (``thread_context``)."""
     flat = [ep for batch in batches for ep in batch]
-    vectors = ctx.embedder.embed(embedding_texts(ctx, flat))
-    out, start = [], 0
+    texts = embedding_texts(ctx, flat)
+    acks: list[Future[list[str]]] = [Future() for _ in batches]
+    spans, start = [], 0
     for batch in batches:
-        out.append(vectors[start:start + len(batch)])
+        spans.append((start, start + len(batch)))
         start += len(batch)
-    return out
+    ready: list[_Embedded] = []
+    try:
+        vectors = ctx.embedder.embed(texts)
+    except Exception as exc:
+        if len(batches) == 1:
+            acks[0].set_exception(exc)
+        else:
+            for batch, (a, b), ack in zip(batches, spans, acks, strict=True):
+                try:
+                    ready.append(_Embedded(batch, ctx.embedder.embed(texts[a:b]), ack))
+                except Exception as own:
+                    ack.set_exception(own)
+    else:
+        ready = [_Embedded(batch, vectors[a:b], ack)
+                 for batch, (a, b), ack in zip(batches, spans, acks, strict=True)]
+    if ready:
+        _hand_to_writer(ctx, ready)
+    return acks
 
 
-def _append_embedded(ctx: Context, jobs: Sequence[tuple[list[Episode], Vectors]]
-                     ) -> list[list[str]]:
-    """Writer-thread handler: one durable append for every embedded batch, then hooks."""
-    flat = [ep for batch, _ in jobs for ep in batch]
-    vectors = np.concatenate([v for _, v in jobs]) if len(jobs) > 1 else jobs[0][1]
-    _append(ctx, flat, vectors)
-    return [[ep.id for ep in batch] for batch, _ in jobs]
+def _hand_to_writer(ctx: Context, ready: list[_Embedded]) -> None:
+    try:
+        job = ctx.writer.submit_batched(
+            "episodes.embedded", ready, lambda groups: _commit_groups(ctx, groups),
+            weight=sum(len(part.episodes) for part in ready), linger=False)
+    except BaseException as exc:  # a full queue, a writer shutting down: each caller hears
+        for part in ready:
+            part.ack.set_exception(exc)
+        return
+
+    def answer_the_rest(done: Future[Any]) -> None:
+        # _commit_groups answers every ack itself; this covers an error it re-raised.
+        exc = done.exception()
+        for part in ready:
+            if not part.ack.done():
+                part.ack.set_exception(exc or StoreError("episode write was not committed"))
+
+    job.add_done_callback(answer_the_rest)
+
+
+def _commit_groups(ctx: Context, groups: Sequence[list[_Embedded]]) -> list[None]:
+    """Writer-thread handler: one durable append for every embedded group, then each ack.
+
+    The store checks a whole append before it writes anything; if that check refuses
+    the group (ValidationError), each caller's episodes are appended alone, so one bad
+    write gets its own error and the others are stored. Any other failure may have come
+    after the journal write, so it is not retried: every caller in the group gets it."""
+    parts = [part for group in groups for part in group]
+    flat = [ep for part in parts for ep in part.episodes]
+    vectors = (np.concatenate([part.vectors for part in parts]) if len(parts) > 1
+               else parts[0].vectors)
+    try:
+        _append(ctx, flat, vectors)
+    except ValidationError as exc:
+        if len(parts) == 1:
+            parts[0].ack.set_exception(exc)
+            return [None] * len(groups)
+        for part in parts:
+            try:
+                _append(ctx, part.episodes, part.vectors)
+            except ValidationError as own:
+                part.ack.set_exception(own)
+            else:
+                part.ack.set_result([ep.id for ep in part.episodes])
+        return [None] * len(groups)
+    for part in parts:
+        part.ack.set_result([ep.id for ep in part.episodes])
+    return [None] * len(groups)
 
 
 def _append_batch(ctx: Context, batches: Sequence[list[Episode]]) -> list[list[str]]:
@@ -133,12 +211,9 @@ def _store(ctx: Context, episodes: list[Episode]) -> list[str]:
             "episodes", episodes, lambda batches: _append_batch(ctx, batches),
             weight=len(episodes))
         return ids
-    vectors = stage.call_batched("embed", episodes, lambda batches: _embed_batch(ctx, batches),
-                                 weight=len(episodes))
-    ids = ctx.writer.call_batched("episodes.embedded", (episodes, vectors),
-                                  lambda jobs: _append_embedded(ctx, jobs),
-                                  weight=len(episodes))
-    return ids
+    ack: Future[list[str]] = stage.call_batched(
+        "embed", episodes, lambda batches: _embed_group(ctx, batches), weight=len(episodes))
+    return ack.result()
 
 
 def write_episodes(

@@ -48,6 +48,7 @@ from grimoire.retrieval.stages.region import region_model
 from grimoire.retrieval.stages.support import WEIGHTS_META, learned_weights, set_learned_weights
 from grimoire.retrieval.stages.writes import wait
 from grimoire.retrieval.weights import HedgeWeights
+from grimoire.stores.semantic_evidence import decision_unit
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind, RetrievalRecord
 
 __all__ = ["OUTCOMES", "decision_unit", "outcome_report"]
@@ -114,11 +115,6 @@ def _edge(entry_id: str, rid: str, kind: EdgeKind, outcome: str, pnl: float | No
             EdgeKind.IRRELEVANT: f"returned but not followed (outcome {outcome})"}[kind]
     return CausalEdge(entry_id, rid, kind, 1.0,
                       what + ("" if pnl is None else f", pnl {pnl:+g}"))
-
-
-def decision_unit(rid: str) -> str:
-    """The evidence ledger's name for one reported decision (``entry_evidence``)."""
-    return f"retrieval:{rid}"
 
 
 def _counts_decision(ctx: Context, entry: GrimoireEntry, rid: str, verdict: str,

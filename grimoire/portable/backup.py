@@ -70,9 +70,13 @@ def _sqlite_backup(src: Path, dest: Path) -> dict[str, Any]:
         source.set_busy_timeout(5000)
         target = apsw.Connection(str(dest))
         try:
+            # One step copies every page inside a single read transaction: in WAL mode the
+            # daemon's writers go on meanwhile, and the copy is one consistent snapshot.
+            # Copying in slices (step(n)) would restart from the first page after every
+            # write the daemon makes to this file between two slices; with a busy journal
+            # that means copying it again and again while competing for the disk.
             with target.backup("main", source, "main") as step:
-                while not step.done:
-                    step.step(4096)
+                step.step(-1)
             target.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
             version = _scalar(target, "PRAGMA user_version")
             tables = [str(r[0]) for r in target.execute(
@@ -112,6 +116,17 @@ def _lmdb_backup(src: Path, dest: Path) -> dict[str, Any]:
     return {"main_entries": entries}
 
 
+# The episode table is written in slices of about this many bytes, each made durable
+# before the next: the disk never holds more than one slice of unwritten backup data,
+# so the daemon's own fsyncs (every acknowledged episode.write) wait behind at most
+# that much, instead of behind the whole table flushed at the end.
+_SLICE_BYTES = 32 << 20
+
+
+def _rows_per_slice(nbytes: int, rows: int) -> int:
+    return max(1, rows) if nbytes <= _SLICE_BYTES else max(1, rows * _SLICE_BYTES // nbytes)
+
+
 def _lance_backup(src_dir: Path, dest_dir: Path) -> dict[str, Any]:
     """The episode table at its committed version, rewritten compactly into ``dest_dir``."""
     import lancedb
@@ -127,7 +142,13 @@ def _lance_backup(src_dir: Path, dest_dir: Path) -> dict[str, Any]:
             out = lancedb.connect(str(dest_dir))
             if (dest_dir / f"{_EPISODES}.lance").exists():
                 shutil.rmtree(dest_dir / f"{_EPISODES}.lance")
-            out.create_table(_EPISODES, data=data.cast(schema), schema=schema)
+            data = data.cast(schema)
+            step = _rows_per_slice(data.nbytes, data.num_rows)
+            copy = out.create_table(_EPISODES, data=data.slice(0, step), schema=schema)
+            fsync_tree(dest_dir)
+            for start in range(step, data.num_rows, step):
+                copy.add(data.slice(start, step))
+                fsync_tree(dest_dir)
             return {"lance_version": version, "lance_rows": data.num_rows}
         except (OSError, ValueError, RuntimeError) as exc:
             last = exc
@@ -153,7 +174,9 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
     try:
         stores: dict[str, Any] = {"began_at_ms": int(time.time() * 1000)}
         stores["semantic"] = _sqlite_backup(root / _SEMANTIC, partial / _SEMANTIC)
+        fsync_tree(partial)  # each store made durable as it is copied (see _SLICE_BYTES)
         stores["graph"] = _lmdb_backup(root / _GRAPH, partial / _GRAPH)
+        fsync_tree(partial)
         (partial / _EPISODES).mkdir(mode=0o700)
         journal = _sqlite_backup(root / _EPISODES / _JOURNAL, partial / _EPISODES / _JOURNAL)
         lance = _lance_backup(root / _EPISODES, partial / _EPISODES)

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from grimoire.config import RetrievalConfig
 from grimoire.retrieval.candidates import Breakdown, Candidate, Vector
@@ -47,12 +49,21 @@ _WHY = re.compile(r"\b(why|what caused|what led to|what made|reasons?|root cause
                   r"because of what)\b", re.I)
 
 
+class Matrix(Protocol):
+    """An n × dim matrix of episode vectors: what ``matrix @ x`` and ``matrix[rows]`` are
+    asked of (the store's int8 ``QuantizedRows`` or a float32 array)."""
+
+    def __matmul__(self, other: Vector, /) -> Vector: ...
+
+    def __getitem__(self, rows: npt.NDArray[np.intp], /) -> Vector: ...
+
+
 def asks_why(query: str) -> bool:
     """Whether the query asks for a cause (rule-based, English; no LLM)."""
     return _WHY.search(query) is not None
 
 
-def witness_ids(ids: Sequence[str], matrix: Vector, ancestors: Sequence[AncestorVector],
+def witness_ids(ids: Sequence[str], matrix: Matrix | Vector, ancestors: Sequence[AncestorVector],
                 start: Vector | None, time_of: Callable[[str], int | None],
                 cfg: RetrievalConfig, exclude: set[str]) -> list[str]:
     """Per ancestor (nearest first), the episodes that witnessed it.

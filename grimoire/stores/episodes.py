@@ -62,7 +62,13 @@ from grimoire.errors import (
 from grimoire.logs import get_logger
 from grimoire.memory import release_free_memory
 from grimoire.records import Episode, EpisodeType
-from grimoire.stores.episodes_index import EpisodeFilter, EpisodeIndex, Snapshot
+from grimoire.stores.episodes_index import (
+    EpisodeFilter,
+    EpisodeIndex,
+    QuantizedRows,
+    Snapshot,
+    pending_vectors,
+)
 from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal, read_journal
 from grimoire.stores.episodes_lance import TABLE_DIR, LanceEpisodes
 from grimoire.stores.episodes_recovery import load_read_only, recover
@@ -265,7 +271,7 @@ class EpisodeStore:
         if count:
             lo, hi = snap.flushed, snap.flushed + count
             table = episodes_to_arrow(snap.pending, snap.seq[lo:hi].tolist(),
-                                      snap.vectors[lo:hi], self._lance.schema)
+                                      pending_vectors(snap), self._lance.schema)
             self._lance.append(table)  # StoreError: nothing committed, rows stay buffered
             self._index.mark_flushed(count, table.drop_columns(["vector"]))
             self._release_upto = int(snap.seq[hi - 1])
@@ -379,7 +385,10 @@ class EpisodeStore:
             yield from self._index.episodes(snap, positions[start:start + SCAN_CHUNK].tolist())
 
     def vectors_for(self, ids: Sequence[str]) -> F32:
-        """A (len(ids) × dim) float32 copy of the stored vectors, in the order given."""
+        """A (len(ids) × dim) float32 copy of the vectors, in the order given.
+
+        As held in memory: int8-quantised (within ~0.001 a component of what was stored:
+        ``episodes_index``); LanceDB keeps the exact ones."""
         snap = self._index.snap
         positions = []
         for id_ in ids:
@@ -387,14 +396,18 @@ class EpisodeStore:
             if pos is None or pos >= snap.n:
                 raise NotFoundError(f"no episode {id_!r}")
             positions.append(pos)
-        return snap.vectors[positions].copy()
+        return snap.rows()[positions]
 
-    def all_vectors(self) -> tuple[list[str], F32]:
-        """(ids, read-only n × dim view) of every episode in append order, one snapshot."""
+    def all_vectors(self) -> tuple[list[str], QuantizedRows]:
+        """(ids, n × dim matrix) of every episode in append order, one snapshot.
+
+        The matrix is int8-quantised (``QuantizedRows``): ``matrix @ q`` gives float32
+        scores, ``matrix[i]`` a dequantised row."""
         snap = self._index.snap
-        view = snap.vectors[: snap.n]
-        view.flags.writeable = False
-        return self._index.ids[: snap.n], view
+        rows = snap.rows()
+        rows.codes.flags.writeable = False  # views: the index's own arrays stay writable
+        rows.scales.flags.writeable = False
+        return self._index.ids[: snap.n], rows
 
     def stats(self) -> dict[str, Any]:
         """Counts, LanceDB fragments/versions, bytes on disk and in memory, last compaction."""
@@ -413,7 +426,8 @@ class EpisodeStore:
             "lance_bytes": files["bytes"],
             "journal_bytes": journal_bytes,
             "disk_bytes": files["bytes"] + journal_bytes,
-            "index_bytes": int(snap.vectors.nbytes + sum(c.nbytes for c in snap.chunks)
+            "index_bytes": int(snap.codes.nbytes + snap.scales.nbytes
+                               + sum(c.nbytes for c in snap.chunks)
                                + self._text.nbytes),
             "flushes_since_compact": self._flushes_since_compact,
             "last_compact": self._last_compact,

@@ -1,10 +1,20 @@
 """The episodic store's in-memory read side: vectors, prefilter columns, rows.
 
 Owns, for every episode in the store (flushed or still buffered), in append
-(``seq``) order: a float32 vector matrix grown by doubling, small numpy
-columns for the prefilters (type, regime, strategy, tool, timestamp), the
-id → position and ref → positions maps, and the rows themselves (an Arrow
-table for flushed rows, plus the buffered ``Episode`` objects).
+(``seq``) order: the vectors as int8 codes with a float32 scale per row
+(``QuantizedRows``; grown by a quarter), small numpy columns for the prefilters
+(type, regime, strategy, tool, timestamp), the id → position and ref → positions
+maps, and the rows themselves (an Arrow table for flushed rows, plus the buffered
+``Episode`` objects and their exact float32 vectors, which the flush writes).
+
+Why int8: at 100k rows the float32 matrix was 147 MiB of the daemon's RSS
+(issue 15 asks <= 400 MiB with the model loaded); codes + scales are 37 MiB. A row is
+quantised symmetrically (step max |x| / 127, so each component is off by at most
+half a step, ~0.001 for a unit 384-d row, and a cosine by about as much:
+``quantize``); LanceDB keeps the exact vectors. Scores are computed a block of rows
+at a time (int8 → float32 into a small buffer, then the matrix-vector product): as
+fast as the float32 product at 100k rows (~8 ms either way here, one run), since it
+reads a quarter of the memory.
 
 LanceDB stays the source of truth; this is rebuilt from it on open. Measured
 (scripts/bench_episodes.py, 10k rows, one run each): top-10 is a (masked)
@@ -34,9 +44,11 @@ from grimoire.errors import ValidationError
 from grimoire.records import Episode, EpisodeType, Regime, parse_enum
 from grimoire.stores.episodes_schema import episodes_from_arrow
 
-__all__ = ["EpisodeFilter", "EpisodeIndex", "Snapshot"]
+__all__ = ["EpisodeFilter", "EpisodeIndex", "QuantizedRows", "Snapshot", "pending_vectors",
+           "quantize"]
 
 F32 = npt.NDArray[np.float32]
+I8 = npt.NDArray[np.int8]
 G = TypeVar("G", bound=np.generic)
 _TYPES = list(EpisodeType)
 _REGIMES = list(Regime)
@@ -49,6 +61,78 @@ _GATHER_FRACTION = 0.25
 # keeps O(log n) chunks so a take() stays cheap, with O(log n) amortised copies per row.
 _MERGE_RATIO = 0.5
 _SLICE_ROWS = 64
+# Rows converted to float32 per step of a product: 1.5 MiB at 384-d, stays in cache
+# (blocks of 2-4k rows were 2-10x slower here, one run under load).
+_BLOCK_ROWS = 1024
+
+
+def quantize(vectors: F32) -> tuple[I8, F32]:
+    """Symmetric int8 codes and a float32 scale per row (a zero row gets scale 0).
+
+    Codes are ``rint(x / (max |x| / 127))``; the scale is then ``x·x / codes·x``, so a row
+    scored against itself gives exactly its squared norm (1 for a stored unit vector: a
+    query equal to a stored text still scores 1.0) and any other dot product is off by
+    about as much as with ``max |x| / 127``."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    peak = np.abs(vectors).max(axis=1) if vectors.shape[1] else np.zeros(len(vectors))
+    step = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    codes = np.rint(vectors / step[:, None]).clip(-127, 127).astype(np.int8)
+    along = np.einsum("ij,ij->i", codes.astype(np.float32), vectors)
+    norms = np.einsum("ij,ij->i", vectors, vectors)
+    scales = np.where(along > 0, norms / np.where(along > 0, along, 1.0), 0.0)
+    return codes, scales.astype(np.float32)
+
+
+class QuantizedRows:
+    """A read-only n × dim float32 matrix held as int8 codes and a scale per row.
+
+    Supports what readers of ``all_vectors`` do with a matrix: ``rows @ x`` (x a vector
+    or a dim × m matrix; float32 out, computed a block of rows at a time), ``rows[i]`` /
+    ``rows[positions]`` / ``rows[a:b]`` (dequantised float32 copies), ``len``, ``shape``.
+    """
+
+    __slots__ = ("codes", "scales")
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, codes: I8, scales: F32) -> None:
+        self.codes = codes
+        self.scales = scales
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return int(self.codes.shape[0]), int(self.codes.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def __matmul__(self, other: npt.ArrayLike) -> F32:
+        x = np.asarray(other, dtype=np.float32)
+        n, dim = self.shape
+        if x.ndim not in (1, 2) or x.shape[0] != dim:
+            raise ValueError(f"matmul: ({n}, {dim}) @ {x.shape}")
+        out: F32 = np.empty((n, *x.shape[1:]), dtype=np.float32)
+        buf = np.empty((min(n, _BLOCK_ROWS), dim), dtype=np.float32)
+        for lo in range(0, n, _BLOCK_ROWS):
+            hi = min(n, lo + _BLOCK_ROWS)
+            block = buf[: hi - lo]
+            np.copyto(block, self.codes[lo:hi], casting="unsafe")
+            np.matmul(block, x, out=out[lo:hi])
+        out *= self.scales if x.ndim == 1 else self.scales[:, None]
+        return out
+
+    def __getitem__(self, key: int | slice | Sequence[int] | npt.NDArray[np.intp]) -> F32:
+        scales = self.scales[key]
+        rows: F32 = self.codes[key].astype(np.float32)
+        rows *= scales[..., None] if np.ndim(scales) else scales
+        return rows
+
+    def take(self, positions: Sequence[int] | npt.NDArray[np.intp]) -> QuantizedRows:
+        """The rows at ``positions``, still quantised."""
+        return QuantizedRows(self.codes[positions], self.scales[positions])
+
+    def dequantize(self) -> F32:
+        return self[:]
 
 
 @dataclass(frozen=True)
@@ -89,7 +173,8 @@ class Snapshot:
     """What a reader sees: the first ``n`` positions of the arrays are valid."""
 
     n: int
-    vectors: F32
+    codes: I8  # int8 vectors (capacity × dim); row i is codes[i] * scales[i]
+    scales: F32
     type_code: npt.NDArray[np.int8]
     regime_code: npt.NDArray[np.int8]
     strategy_code: npt.NDArray[np.int32]
@@ -100,6 +185,12 @@ class Snapshot:
     chunk_starts: tuple[int, ...]
     flushed: int
     pending: tuple[Episode, ...] = field(default=())
+    # The buffered rows' exact vectors (one array per add), written by the flush.
+    pending_vectors: tuple[F32, ...] = field(default=())
+
+    def rows(self) -> QuantizedRows:
+        """The first ``n`` vectors."""
+        return QuantizedRows(self.codes[: self.n], self.scales[: self.n])
 
 
 class EpisodeIndex:
@@ -114,7 +205,8 @@ class EpisodeIndex:
         self._codes: dict[str, dict[str, int]] = {"strategy": {}, "tool": {}}
         self.snap = Snapshot(
             n=0,
-            vectors=np.zeros((capacity, dim), dtype=np.float32),
+            codes=np.zeros((capacity, dim), dtype=np.int8),
+            scales=np.zeros(capacity, dtype=np.float32),
             type_code=np.zeros(capacity, dtype=np.int8),
             regime_code=np.zeros(capacity, dtype=np.int8),
             strategy_code=np.zeros(capacity, dtype=np.int32),
@@ -138,13 +230,16 @@ class EpisodeIndex:
         return code
 
     def _grown(self, snap: Snapshot, need: int, capacity: int | None = None) -> Snapshot:
-        """Room for ``need`` rows: doubling, or exactly ``capacity`` when given."""
+        """Room for ``need`` rows: growing by a quarter, or exactly ``capacity`` when given.
+
+        A quarter, not doubling: up to 25% unused capacity instead of 100%, for a copy
+        every ~n/4 rows (cheap at one byte per component)."""
         if capacity is None:
-            capacity = snap.vectors.shape[0]
+            capacity = snap.codes.shape[0]
             if need <= capacity:
                 return snap
             while capacity < need:
-                capacity *= 2
+                capacity += capacity // 4
 
         def grow(a: npt.NDArray[G]) -> npt.NDArray[G]:
             out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
@@ -152,9 +247,10 @@ class EpisodeIndex:
             return out
 
         return Snapshot(
-            snap.n, grow(snap.vectors), grow(snap.type_code), grow(snap.regime_code),
-            grow(snap.strategy_code), grow(snap.tool_code), grow(snap.timestamp),
-            grow(snap.seq), snap.chunks, snap.chunk_starts, snap.flushed, snap.pending,
+            snap.n, grow(snap.codes), grow(snap.scales), grow(snap.type_code),
+            grow(snap.regime_code), grow(snap.strategy_code), grow(snap.tool_code),
+            grow(snap.timestamp), grow(snap.seq), snap.chunks, snap.chunk_starts,
+            snap.flushed, snap.pending, snap.pending_vectors,
         )
 
     def add(self, episodes: Sequence[Episode], seqs: Sequence[int], vectors: F32) -> None:
@@ -165,7 +261,8 @@ class EpisodeIndex:
             return
         snap = self._grown(snap, snap.n + m)
         lo, hi = snap.n, snap.n + m
-        snap.vectors[lo:hi] = vectors
+        exact = np.array(vectors, dtype=np.float32, copy=True).reshape(m, self.dim)
+        snap.codes[lo:hi], snap.scales[lo:hi] = quantize(exact)
         snap.type_code[lo:hi] = [_TYPE_CODE[e.type] for e in episodes]
         snap.regime_code[lo:hi] = [-1 if e.regime is None else _REGIME_CODE[e.regime]
                                    for e in episodes]
@@ -176,10 +273,10 @@ class EpisodeIndex:
         # ids before publishing (readers slice it to n), id and ref lookups after it (a
         # position found there is always below the n a reader sees next).
         self.ids.extend(ep.id for ep in episodes)
-        self.snap = Snapshot(hi, snap.vectors, snap.type_code, snap.regime_code,
+        self.snap = Snapshot(hi, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              snap.chunks, snap.chunk_starts, snap.flushed,
-                             (*snap.pending, *episodes))
+                             (*snap.pending, *episodes), (*snap.pending_vectors, exact))
         for i, ep in enumerate(episodes, start=lo):
             self.pos_of[ep.id] = i
             if ep.ref is not None:
@@ -197,9 +294,14 @@ class EpisodeIndex:
             return
         # A quarter of headroom on open rather than the next power of two (up to 2x memory).
         snap = self._grown(self.snap, n, capacity=max(MIN_CAPACITY, n + n // 4))
-        snap.vectors[:n] = (
-            table["vector"].combine_chunks().flatten().to_numpy().reshape(n, self.dim)
-        )
+        lo = 0
+        for chunk in table["vector"].chunks:  # a chunk at a time: no float32 copy of all rows
+            rows = chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), self.dim)
+            for start in range(0, len(chunk), 8 * _BLOCK_ROWS):
+                part = rows[start:start + 8 * _BLOCK_ROWS]
+                end = lo + start + len(part)
+                snap.codes[lo + start:end], snap.scales[lo + start:end] = quantize(part)
+            lo += len(chunk)
         snap.type_code[:n] = _enum_codes(table["type"], [t.value for t in _TYPES])
         snap.regime_code[:n] = _enum_codes(table["regime"], [r.value for r in _REGIMES])
         snap.strategy_code[:n] = self._string_codes("strategy", table["strategy"])
@@ -207,7 +309,7 @@ class EpisodeIndex:
         snap.timestamp[:n] = table["timestamp"].to_numpy()
         snap.seq[:n] = table["seq"].to_numpy()
         chunks, starts = _append_chunk((), (), table.drop_columns(["vector"]))
-        self.snap = Snapshot(n, snap.vectors, snap.type_code, snap.regime_code,
+        self.snap = Snapshot(n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, n, ())
         self.ids = table["id"].to_pylist()
@@ -229,9 +331,11 @@ class EpisodeIndex:
         """The first ``count`` buffered rows are in LanceDB: keep them as Arrow ``rows``."""
         snap = self.snap
         chunks, starts = _append_chunk(snap.chunks, snap.chunk_starts, rows)
-        self.snap = Snapshot(snap.n, snap.vectors, snap.type_code, snap.regime_code,
+        rest = pending_vectors(snap)[count:]
+        self.snap = Snapshot(snap.n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
-                             chunks, starts, snap.flushed + count, snap.pending[count:])
+                             chunks, starts, snap.flushed + count, snap.pending[count:],
+                             (rest,) if len(rest) else ())
 
     # ------------------------------------------------------------ reader side
 
@@ -269,7 +373,7 @@ class EpisodeIndex:
         if n == 0 or k <= 0:
             return []
         mask = self.mask(snap, flt)
-        matrix = snap.vectors[:n]
+        matrix = snap.rows()
         if mask is None:
             positions: npt.NDArray[np.intp] | None = None
             scores = matrix @ query
@@ -278,7 +382,7 @@ class EpisodeIndex:
             if positions.size == 0:
                 return []
             if positions.size < n * _GATHER_FRACTION:
-                scores = matrix[positions] @ query
+                scores = matrix.take(positions) @ query
             else:
                 scores = (matrix @ query)[positions]
         k = min(k, scores.shape[0])
@@ -320,6 +424,15 @@ class EpisodeIndex:
                 for (slot, _), ep in zip(wanted, episodes_from_arrow(taken), strict=True):
                     out[slot] = ep
         return [ep for ep in out if ep is not None]
+
+
+def pending_vectors(snap: Snapshot) -> F32:
+    """The exact vectors of the buffered rows (``len(snap.pending)`` × dim)."""
+    if not snap.pending_vectors:
+        return np.zeros((0, snap.codes.shape[1]), dtype=np.float32)
+    if len(snap.pending_vectors) == 1:
+        return snap.pending_vectors[0]
+    return np.concatenate(snap.pending_vectors)
 
 
 def _enum_codes(column: pa.ChunkedArray, values: list[str]) -> npt.NDArray[np.int8]:

@@ -17,9 +17,18 @@ import apsw
 
 from grimoire.errors import ValidationError
 
-__all__ = ["VERDICTS", "count_evidence", "list_evidence", "record_evidence"]
+__all__ = ["DECISION_PREFIX", "VERDICTS", "count_evidence", "decision_unit", "list_evidence",
+           "record_evidence"]
 
 VERDICTS = frozenset({"confirm", "contradict"})
+# A reported decision (``outcome.report``) is counted under this unit name instead of an
+# episode id, so that ``explain`` can tell the two kinds of evidence apart.
+DECISION_PREFIX = "retrieval:"
+
+
+def decision_unit(rid: str) -> str:
+    """The ledger's name for one reported decision (the retrieval it followed)."""
+    return f"{DECISION_PREFIX}{rid}"
 
 
 def record_evidence(conn: apsw.Connection, entry_id: str, episode_ids: Iterable[str],

@@ -211,3 +211,25 @@ def test_a_claim_whose_numbers_lost_their_direction_is_judged_wrong() -> None:
     assert verdict is not None and verdict.right is False
     cheap = EpisodeWindow.of([ep(gas_obs(hour(2 + i / 10), 7.0)) for i in range(4)])
     assert judge_claim(cheap, GAS_CLAIM, 3).right is True  # type: ignore[union-attr]
+
+
+def test_a_rate_claimed_below_its_baseline_is_judged_by_the_lower_tail() -> None:
+    """A reversed warning ("swaps in high_vol now lose 0% of the time, vs 50%") claims a rate
+    *below* its baseline: the actions that keep winning confirm it and the losing ones
+    contradict it. Judged by the upper tail, as a rate above its baseline is, a run of wins
+    was never rare enough and the reversed rule stayed undecided (✓0) for good."""
+    from curator.claims_check import causal_verdict
+
+    assert causal_verdict(0, 12, 0.0, 0.5, 0.05) is True  # P(<= 0 | 12, 0.5) = 0.0002
+    assert causal_verdict(1, 12, 0.05, 0.5, 0.05) is True  # P(<= 1 | 12, 0.5) = 0.003
+    assert causal_verdict(1, 3, 0.05, 0.5, 0.05) is None  # P(<= 1 | 3, 0.5) = 0.5
+    assert causal_verdict(9, 12, 0.05, 0.5, 0.05) is False  # P(>= 9 | 12, 0.05) ~ 0
+    assert causal_verdict(2, 3, 0.2, 0.5, 0.05) is None  # P(>= 2 | 3, 0.2) = 0.10
+    reversed_claim = Claim({"action": "swap", "regime": "high_vol"}, "outcome:negative_rate",
+                           "lower", 0.0, 0.5, 6, strategy="eth-dca")
+    wins = EpisodeWindow.of([ep(swap(hour(1) + i, "positive")) for i in range(12)])
+    verdict = judge_claim(wins, reversed_claim, 3, 10, level=0.05)
+    assert verdict is not None and verdict.right is True and verdict.predictions == 4
+    losses = EpisodeWindow.of([ep(swap(hour(1) + i, "negative")) for i in range(12)])
+    verdict = judge_claim(losses, reversed_claim, 3, 10, level=0.05)
+    assert verdict is not None and verdict.right is False

@@ -212,3 +212,18 @@ def test_a_decision_is_counted_once_in_the_ledger_and_never_for_a_claim(
     assert semantic.count_evidence(made[0]) == (1, 1)
     assert entry(g, made[2]).contradicted_count == 0
     assert entry(g, made[2]).confidence < claimed.confidence  # still its DOWNVOTE
+
+
+def test_explain_lists_reported_decisions_apart_from_episodes(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """A decision counted in the ledger is named as a decision by explain, never as an
+    episode: the owner can check each ✓ against what it was."""
+    made = _three(g, clock)
+    result = g.retrieve(query=QUERY, kinds=["entry"])
+    g.outcome_report(retrieval_id=result["retrieval_id"], outcome="positive",
+                     followed_ids=[made[0]])
+    why = g.entry_explain(id=made[0])
+    assert why["evidence"]["confirming"] == []
+    assert why["evidence"]["confirming_decisions"] == [result["retrieval_id"]]
+    assert why["evidence"]["contradicting_decisions"] == []
+    assert "Confirming episodes counted (0): none; reported decisions (1): " in why["text"]

@@ -18,6 +18,11 @@ def _vector(g: object, episode_id: str) -> np.ndarray:
     return np.asarray(store.vectors_for([episode_id])[0])
 
 
+def _same(held: np.ndarray, want: np.ndarray) -> bool:
+    """The store holds int8 vectors: within a quantisation step (max |x| / 127)."""
+    return bool(np.allclose(held, want, atol=float(np.abs(want).max()) / 127))
+
+
 def test_a_turn_is_embedded_with_its_predecessor_in_the_thread(tmp_path: Path) -> None:
     emb = HashEmbedder()
     with open_grimoire(tmp_path / "d") as g:
@@ -25,10 +30,10 @@ def test_a_turn_is_embedded_with_its_predecessor_in_the_thread(tmp_path: Path) -
         other = g.episode_write(text="unrelated chatter", thread="s2")["id"]
         a = g.episode_write(text=ANSWER, thread="s1", actor="Caroline")["id"]
         alone = g.episode_write(text=ANSWER)["id"]  # no thread: its own text only
-        assert np.allclose(_vector(g, a), emb.embed([f"{ANSWER}\n{QUESTION}"])[0], atol=1e-6)
-        assert np.allclose(_vector(g, q), emb.embed([QUESTION])[0], atol=1e-6)
-        assert np.allclose(_vector(g, other), emb.embed(["unrelated chatter"])[0], atol=1e-6)
-        assert np.allclose(_vector(g, alone), emb.embed([ANSWER])[0], atol=1e-6)
+        assert _same(_vector(g, a), emb.embed([f"{ANSWER}\n{QUESTION}"])[0])
+        assert _same(_vector(g, q), emb.embed([QUESTION])[0])
+        assert _same(_vector(g, other), emb.embed(["unrelated chatter"])[0])
+        assert _same(_vector(g, alone), emb.embed([ANSWER])[0])
         assert g.episode_get(a)["text"] == ANSWER  # the stored text is unchanged
 
 
@@ -39,7 +44,7 @@ def test_the_context_survives_a_restart(tmp_path: Path) -> None:
         g.episode_write(text=QUESTION, thread="s1")
     with open_grimoire(tmp_path / "d") as g:
         a = g.episode_write(text=ANSWER, thread="s1")["id"]
-        assert np.allclose(_vector(g, a), emb.embed([f"{ANSWER}\n{QUESTION}"])[0], atol=1e-6)
+        assert _same(_vector(g, a), emb.embed([f"{ANSWER}\n{QUESTION}"])[0])
 
 
 def _answer_found(tmp_path: Path, chars: int) -> bool:
