@@ -32,6 +32,8 @@ def test_hash_embedder_rejects_non_strings(hash_embedder: HashEmbedder) -> None:
 def test_real_model_is_offline_and_semantic(real_embedder: FastEmbedEmbedder) -> None:
     """The pip-installed MiniLM loads with HF_HUB_OFFLINE and ranks meaning, not words."""
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    # tokenizers' thread pool is set (off, unless the host chose before loading)
+    assert "TOKENIZERS_PARALLELISM" in os.environ
     assert real_embedder.dim == 384
     v = real_embedder.embed([
         "gas fees are very low tonight",
