@@ -56,6 +56,20 @@ def test_real_model_batch_invariant_and_truncates(real_embedder: FastEmbedEmbedd
 
 
 @pytest.mark.slow
+def test_more_texts_than_a_batch_come_back_in_the_callers_order(
+        real_embedder: FastEmbedEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over one model batch the texts are embedded shortest first (less padding); each
+    row still belongs to its own text."""
+    monkeypatch.setattr(real_embedder, "batch_size", 4)
+    texts = [("a long note about the bridge being slow and fees rising " * (i % 4 + 1))
+             + f"#{i}" for i in range(11)]
+    assert sorted(texts, key=len) != texts  # the order really changes
+    together = real_embedder.embed(texts)
+    alone = np.stack([real_embedder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+@pytest.mark.slow
 def test_real_model_truncates_at_the_configured_max_tokens(
         real_embedder: FastEmbedEmbedder) -> None:
     """Only the first ``embedding.max_tokens`` tokens count: at 256 (the default) two texts
