@@ -32,6 +32,8 @@ def test_hash_embedder_rejects_non_strings(hash_embedder: HashEmbedder) -> None:
 def test_real_model_is_offline_and_semantic(real_embedder: FastEmbedEmbedder) -> None:
     """The pip-installed MiniLM loads with HF_HUB_OFFLINE and ranks meaning, not words."""
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    # tokenizers' thread pool is set (off, unless the host chose before loading)
+    assert "TOKENIZERS_PARALLELISM" in os.environ
     assert real_embedder.dim == 384
     v = real_embedder.embed([
         "gas fees are very low tonight",
@@ -51,6 +53,20 @@ def test_real_model_batch_invariant_and_truncates(real_embedder: FastEmbedEmbedd
     long_text = "liquidity " * 600
     assert count_tokens(real_embedder, long_text) > 256
     assert real_embedder.embed([long_text]).shape == (1, 384)
+
+
+@pytest.mark.slow
+def test_more_texts_than_a_batch_come_back_in_the_callers_order(
+        real_embedder: FastEmbedEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over one model batch the texts are embedded shortest first (less padding); each
+    row still belongs to its own text."""
+    monkeypatch.setattr(real_embedder, "batch_size", 4)
+    texts = [("a long note about the bridge being slow and fees rising " * (i % 4 + 1))
+             + f"#{i}" for i in range(11)]
+    assert sorted(texts, key=len) != texts  # the order really changes
+    together = real_embedder.embed(texts)
+    alone = np.stack([real_embedder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
 
 
 @pytest.mark.slow
