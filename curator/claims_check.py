@@ -229,6 +229,9 @@ class Verdict:
     # log p of "the condition's episodes lie on the other side of the rest of this window"
     # (``against_rest``); 0 when there is too little to test. Decides reversals.
     log_p_against: float = 0.0
+    # A metric claim's level outside its condition within this same window (the hours and
+    # market the new episodes saw); None with fewer than ``min_support`` such episodes.
+    rest: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -275,6 +278,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
         return None
     kind, _, name = claim.target.partition(":")
     level_outside: float | None = None
+    rest_level: float | None = None
     log_p_against = 0.0
     if kind == "metric" and name:
         column = window.metrics.get(name)
@@ -284,6 +288,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
         n = int(values.size)
         level_outside = reference_level(reference if reference is not None else window,
                                         claim, min_support)
+        rest_level = reference_level(window, claim, min_support)
         log_p_against = against_rest(window, claim, mask)
     elif claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         action = claim.condition.get("action")
@@ -324,7 +329,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                    _predictions(right, n, min_support, max_predictions),
                    tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
-                   reference=level_outside, log_p_against=log_p_against)
+                   reference=level_outside, log_p_against=log_p_against, rest=rest_level)
 
 
 def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> float | None:
@@ -527,6 +532,12 @@ def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: fl
             return None
     elif beyond < min_rate_gap:
         return None
+    # The reversed claim states the gap its own window shows (the same hours and market:
+    # a reversal seen in a dear crisis afternoon is "62 vs 40 then", not "62 vs a day's 29",
+    # which no calm day could confirm again).
+    stated = verdict.rest if metric and verdict.rest is not None else base
+    if (stated - verdict.observed) * (1.0 if gap > 0 else -1.0) <= 0:
+        stated = base
     return Claim(condition=dict(claim.condition), target=claim.target,
                  direction="lower" if gap > 0 else "higher", effect=verdict.observed,
-                 baseline=base, support=verdict.n, strategy=claim.strategy)
+                 baseline=stated, support=verdict.n, strategy=claim.strategy)

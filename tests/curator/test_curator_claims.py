@@ -285,3 +285,24 @@ def test_against_rest_tests_the_reversed_direction_within_the_window() -> None:
                                       for i in range(8)])
     mask = condition_mask(window, SWAP_CLAIM.condition, scope=True, strategy="eth-dca")
     assert mask is not None and against_rest(window, SWAP_CLAIM, mask) > -1
+
+
+def test_a_reversed_metric_claim_states_the_gap_of_its_own_window() -> None:
+    """Reversed in a dear afternoon (everything at 40, the window at 62; a day's level 28):
+    the new claim says "62 vs 40", the gap its own window shows, not "62 vs 28", which a
+    calm day (40 in the window, 24 elsewhere) could never confirm."""
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 62.0)) for i in range(6)]
+    rest = [ep(gas_obs(hour(4) + i * 60_000, 40.0 + (-1) ** i)) for i in range(4)]
+    earlier = [ep(gas_obs(hour(-10) + i * 60_000, 24.0)) for i in range(12)]
+    window = EpisodeWindow.of(dear + rest)
+    verdict = judge_claim(window, GAS_CLAIM, 3,
+                          reference=EpisodeWindow.of(earlier + dear + rest))
+    assert verdict is not None and verdict.rest == 40.0 and verdict.reference is not None
+    assert verdict.reference == 28.0
+    flipped = reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None and (flipped.effect, flipped.baseline) == (62.0, 40.0)
+    calm = EpisodeWindow.of([ep(gas_obs(hour(2, day=1) + i * 60_000, 40.0)) for i in range(6)]
+                            + [ep(gas_obs(hour(4, day=1) + i * 60_000, 24.0))
+                               for i in range(4)])
+    again = judge_claim(calm, flipped, 3)
+    assert again is not None and again.right is True
