@@ -53,6 +53,7 @@ __all__ = [
     "EventIndex",
     "Verdict",
     "actions_of",
+    "against_rest",
     "causal_verdict",
     "check_causal",
     "condition_mask",
@@ -60,6 +61,7 @@ __all__ = [
     "event_keys",
     "judge_claim",
     "midpoint_verdict",
+    "reference_level",
     "reversal",
 ]
 
@@ -221,6 +223,15 @@ class Verdict:
     predictions: int = 0  # how many predictions this verdict counts for (0 when undecided)
     episode_ids: tuple[str, ...] = ()  # the matching episodes (metric / rate claims)
     reversed: bool = False  # wrong, and the opposite decisively holds (``reversal``)
+    # A metric claim's level outside its condition (``reference_level``); None: too few
+    # episodes outside it to say, and the claim is judged against its stored baseline.
+    reference: float | None = None
+    # log p of "the condition's episodes lie on the other side of the rest of this window"
+    # (``against_rest``); 0 when there is too little to test. Decides reversals.
+    log_p_against: float = 0.0
+    # A metric claim's level outside its condition within this same window (the hours and
+    # market the new episodes saw); None with fewer than ``min_support`` such episodes.
+    rest: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -229,6 +240,9 @@ class Verdict:
             "observed": None if self.observed is None else round(self.observed, 6),
             "effect": round(self.effect, 6), "baseline": round(self.baseline, 6),
             "target": self.target,
+            **({} if self.reference is None else {"reference": round(self.reference, 6)}),
+            **({"log_p_against_rest": round(self.log_p_against, 4)}
+               if self.log_p_against < 0 else {}),
         }
 
 
@@ -248,19 +262,34 @@ def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
 
 
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
-                max_predictions: int = 1, level: float | None = None) -> Verdict | None:
+                max_predictions: int = 1, level: float | None = None,
+                reference: EpisodeWindow | None = None) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
-    or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided."""
+    or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided.
+
+    A metric claim is judged against the level outside its condition (``reference_level``
+    over ``reference``, default ``window``) rather than the baseline stored when it was
+    learned: "gas is 6 gwei between 02:00 and 04:00 (vs 24)" is right when gas there still
+    sits at least half of its 18-gwei gap below the level at the other hours now, whatever
+    the market's level did since. The verdict also carries ``against_rest``: how far the condition's
+    episodes lie on the other side of the rest of ``window`` (decides reversals)."""
     mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
     if mask is None:
         return None
     kind, _, name = claim.target.partition(":")
+    level_outside: float | None = None
+    rest_level: float | None = None
+    log_p_against = 0.0
     if kind == "metric" and name:
         column = window.metrics.get(name)
         rows = mask & ~np.isnan(column) if column is not None else np.zeros(window.size, bool)
         values = column[rows] if column is not None else np.zeros(0)
         observed = float(values.mean()) if values.size else None
         n = int(values.size)
+        level_outside = reference_level(reference if reference is not None else window,
+                                        claim, min_support)
+        rest_level = reference_level(window, claim, min_support)
+        log_p_against = against_rest(window, claim, mask)
     elif claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         action = claim.condition.get("action")
         population = mask & window.rated
@@ -271,6 +300,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
         k = int((population & hits).sum())
         observed = float(k / n) if n else None
         rows = population
+        log_p_against = against_rest(window, claim, mask)
         if level is not None and observed is not None and n >= min_support:
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
@@ -279,12 +309,18 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                            _predictions(right, n, min_support, max_predictions),
-                           tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
+                           tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
+                           log_p_against=log_p_against)
     else:
         return None
     right = None
     if observed is not None and n >= min_support:
-        right = midpoint_verdict(observed, claim.effect, claim.baseline)
+        if level_outside is not None:
+            # the claimed gap, measured from the level outside the condition now
+            gap = claim.effect - claim.baseline
+            right = midpoint_verdict(observed, level_outside + gap, level_outside)
+        else:
+            right = midpoint_verdict(observed, claim.effect, claim.baseline)
         if not _states_its_direction(claim):
             # Its running numbers (the evidence counted so far) no longer show what it
             # says ("negative outcomes higher: 34% vs 36% overall"): each new judgement
@@ -292,7 +328,71 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             right = False
     return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                    _predictions(right, n, min_support, max_predictions),
-                   tuple(window.episodes[i].id for i in np.flatnonzero(rows)))
+                   tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
+                   reference=level_outside, log_p_against=log_p_against, rest=rest_level)
+
+
+def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> float | None:
+    """The mean of a metric claim's target over the episodes of its scope *outside* its
+    condition (the level the claim is a difference from); None with fewer than
+    ``min_support`` of them, or for a claim that is not about a metric."""
+    kind, _, name = claim.target.partition(":")
+    column = window.metrics.get(name) if kind == "metric" else None
+    mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
+    if column is None or mask is None:
+        return None
+    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
+    assert scope is not None
+    outside = column[scope & ~mask & ~np.isnan(column)]
+    return float(outside.mean()) if outside.size >= max(1, min_support) else None
+
+
+def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
+    """log p of "the claim's condition now lies on the *other* side of the rest of this same
+    window": one-sided, in the reversed direction. A metric: Welch's t of the condition's
+    values against the scope's others. An outcome rate: Fisher's exact test of the
+    condition's actions against the other rated actions of the same kind (the claim's
+    action, if it names one). 0 (no evidence) with fewer than 2 values a side.
+
+    The rest of the *same* window shares the condition's hours, market and regime
+    labels: episodes that merely carry a noisy label (a 'crisis' tick in a calm
+    afternoon), or a market that moved as a whole, look like the rest and are no
+    evidence that the claim turned round."""
+    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
+    assert scope is not None
+    gap_up = claim.effect > claim.baseline
+    kind, _, name = claim.target.partition(":")
+    if kind == "metric":
+        column = window.metrics.get(name)
+        if column is None:
+            return 0.0
+        present = ~np.isnan(column)
+        a, b = column[mask & present], column[scope & ~mask & present]
+        if a.size < 2 or b.size < 2:
+            return 0.0
+        t, df = stats.welch_t(float(a.mean()), float(a.var(ddof=1)), int(a.size),
+                              float(b.mean()), float(b.var(ddof=1)), int(b.size))
+        if not np.isfinite(t):
+            return 0.0
+        return stats.t_logsf(-t if gap_up else t, df)
+    if claim.target not in (NEGATIVE_RATE, POSITIVE_RATE):
+        return 0.0
+    population = scope & window.rated
+    action = claim.condition.get("action")
+    if isinstance(action, str):
+        found = window.actions.get(action)
+        population = population & found if found is not None else population & False
+    cell, rest = population & mask, population & ~mask
+    n, m = int(cell.sum()), int(rest.sum())
+    if n < 2 or m < 2:
+        return 0.0
+    hits = window.negative if claim.target == NEGATIVE_RATE else window.positive
+    k, good = int((cell & hits).sum()), int((population & hits).sum())
+    total = n + m
+    # reversed: the condition's actions have the outcome *less* often than the rest when
+    # the claim says more often, and the other way round
+    return (stats.hypergeom_logcdf(k, total, good, n) if gap_up
+            else stats.hypergeom_logsf(k, total, good, n))
 
 
 def _states_its_direction(claim: Claim) -> bool:
@@ -417,15 +517,27 @@ def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: fl
     if (verdict.right is not False or verdict.observed is None
             or verdict.n < 2 * min_support or claim.target.startswith("event:")):
         return None
+    metric = claim.target.startswith("metric:")
+    # A metric claim turns round only against the level outside its condition now (its
+    # reference): a window that went dear while the whole market did has not reversed.
+    base = verdict.reference if metric else claim.baseline
+    if base is None:
+        return None
     gap = claim.effect - claim.baseline
-    beyond = (claim.baseline - verdict.observed) * (1.0 if gap > 0 else -1.0)
+    beyond = (base - verdict.observed) * (1.0 if gap > 0 else -1.0)
     if gap == 0 or beyond < abs(gap) / 2:
         return None
-    if claim.target.startswith("metric:"):
-        if claim.baseline == 0 or beyond / abs(claim.baseline) < min_effect:
+    if metric:
+        if base == 0 or beyond / abs(base) < min_effect:
             return None
     elif beyond < min_rate_gap:
         return None
+    # The reversed claim states the gap its own window shows (the same hours and market:
+    # a reversal seen in a dear crisis afternoon is "62 vs 40 then", not "62 vs a day's 29",
+    # which no calm day could confirm again).
+    stated = verdict.rest if metric and verdict.rest is not None else base
+    if (stated - verdict.observed) * (1.0 if gap > 0 else -1.0) <= 0:
+        stated = base
     return Claim(condition=dict(claim.condition), target=claim.target,
                  direction="lower" if gap > 0 else "higher", effect=verdict.observed,
-                 baseline=claim.baseline, support=verdict.n, strategy=claim.strategy)
+                 baseline=stated, support=verdict.n, strategy=claim.strategy)

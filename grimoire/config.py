@@ -226,6 +226,12 @@ class CuratorConfig:
         "put that many followed ones at or above (below) its side of the midpoint with at most "
         "this probability (exact binomial, under the baseline / the claimed rate); else "
         "undecided, pooled again, counted once decided")
+    reversal_alpha: float = opt(
+        0.05, "family-wise level of the cycle's reversals: a claim the new episodes contradict "
+        "is turned round only when its condition's episodes lie on the other side of the rest "
+        "of the same window (one-sided Welch t for a metric, Fisher's exact for an outcome "
+        "rate), Holm-corrected over every claim the cycle decided, so that a few noisily "
+        "labelled episodes among many judged claims never write the opposite rule")
     write_batch: int = opt(64, "entry changes per write transaction (keeps the writer responsive)",
                            positive=True)
     compress_max_per_cycle: int = opt(8, "compressed insights proposed per cycle at most")

@@ -61,6 +61,7 @@ from curator.cycle.state import (
     pending_votes,
     refresh,
 )
+from curator.distiller import stats
 from curator.lifecycle import is_derived
 from curator.operations import category_for_claim
 from grimoire.context import Context
@@ -216,27 +217,33 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     if not cy.window and not votes:
         return counts
     window = EpisodeWindow.of(cy.window)
-    pool: EpisodeWindow | None = None  # rated actions over the lookback, read on first use
+    pools: dict[str, EpisodeWindow] = {}  # the lookback's actions / episodes, read on first use
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
     decided: dict[str, tuple[Verdict, str | None]] = {}
-    flipped: dict[str, Claim] = {}  # claim key -> the claim the new episodes make instead
     reversed_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
     verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
+    judged: list[tuple[GrimoireEntry, Claim, str | None]] = []
+    claims: dict[str, Claim] = {}
     for entry in entries if cy.window else ():
         found = _claim_of(entry, by_id)
         if found is None or found[0].target.startswith("event:"):
             continue
         claim, via = found
+        judged.append((entry, claim, via))
         if claim.key not in verdicts:
-            verdict_now = _judge(cy, window, claim, flipped)
-            if (claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
-                    and (verdict_now is None or verdict_now.right is None)):
-                # The new actions alone decide nothing: pooled with the lookback's.
-                if pool is None:
-                    pool = _action_pool(cy)
-                verdict_now = _judge(cy, pool, claim, flipped)
-            verdicts[claim.key] = verdict_now
+            claims[claim.key] = claim
+            verdicts[claim.key] = _judge(cy, window, claim, pools)
+    flipped = _reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
+    for key in flipped:
+        verdict_now = verdicts[key]
+        assert verdict_now is not None
+        # a decisive reversal counts for the most predictions one cycle may count
+        verdicts[key] = dataclasses.replace(
+            verdict_now, predictions=max(verdict_now.predictions,
+                                         cy.ctx.config.curator.validate_max_votes),
+            reversed=True)
+    for entry, claim, via in judged:
         verdict = verdicts[claim.key]
         if verdict is None:
             continue
@@ -279,25 +286,66 @@ def _action_pool(cy: Cycle) -> EpisodeWindow:
     return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
 
 
-def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, flipped: dict[str, Claim],
+def _episode_pool(cy: Cycle) -> EpisodeWindow:
+    """Every episode of the last ``curator.causal_lookback_ms`` (and of this cycle): the
+    level a metric claim's target has outside its condition is read over them (a cycle's
+    own window is a couple of hours, too few to say what 'otherwise' is)."""
+    cfg = cy.ctx.config.curator
+    since = cy.now - cfg.causal_lookback_ms
+    pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since)
+    seen = {e.id for e in pooled}
+    extra = [e for e in cy.window if e.id not in seen]
+    return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
+
+
+def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, EpisodeWindow],
            ) -> Verdict | None:
-    """The new episodes' verdict on ``claim``; a decisive reversal (kept in ``flipped``)
-    counts for the most predictions one cycle may count."""
+    """The new episodes' verdict on ``claim``. A metric claim is judged against its target's
+    level outside its condition over the lookback; an outcome rate the new actions alone do
+    not decide is pooled with the lookback's actions."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
-    rate = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
-    verdict = judge_claim(window, claim, cfg.curator.validate_min_support, max_votes,
-                          level=cfg.curator.causal_verdict_level if rate else None)
-    if verdict is None or verdict.right is not False:
+    min_support = cfg.curator.validate_min_support
+    if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
+        level = cfg.curator.causal_verdict_level
+        verdict = judge_claim(window, claim, min_support, max_votes, level=level)
+        if verdict is None or verdict.right is None:
+            if "actions" not in pools:
+                pools["actions"] = _action_pool(cy)
+            verdict = judge_claim(pools["actions"], claim, min_support, max_votes, level=level)
         return verdict
-    opposite = reversal(claim, verdict, min_support=cfg.curator.validate_min_support,
-                        min_effect=cfg.distiller.min_effect,
-                        min_rate_gap=cfg.distiller.min_rate_gap)
-    if opposite is None:
-        return verdict
-    flipped[claim.key] = opposite
-    return dataclasses.replace(verdict, predictions=max(verdict.predictions, max_votes),
-                               reversed=True)
+    if claim.target.startswith("metric:") and "episodes" not in pools:
+        pools["episodes"] = _episode_pool(cy)
+    return judge_claim(window, claim, min_support, max_votes, reference=pools.get("episodes"))
+
+
+def _reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict | None],
+               ) -> dict[str, Claim]:
+    """The claims the new episodes decisively reverse: claim key -> the claim they make now.
+
+    A reversal needs, besides ``claims_check.reversal`` (wrong, on twice one prediction's
+    support, past the baseline by half the claimed gap), that the condition's episodes lie
+    on the other side of the rest of the window they were judged in (``Verdict.
+    log_p_against``), and that this holds at family-wise ``curator.reversal_alpha`` with
+    Holm's step-down over every claim the cycle decided: each decided claim was a chance
+    to reverse one, and with dozens of claims judged every cycle a few noisily labelled
+    episodes would otherwise write an opposite rule now and then."""
+    cfg = cy.ctx.config
+    candidates: list[tuple[str, Claim, float]] = []
+    family = 0
+    for key, verdict in verdicts.items():
+        if verdict is None or verdict.right is None:
+            continue
+        family += 1
+        opposite = reversal(claims[key], verdict, min_support=cfg.curator.validate_min_support,
+                            min_effect=cfg.distiller.min_effect,
+                            min_rate_gap=cfg.distiller.min_rate_gap)
+        if opposite is not None and verdict.log_p_against < 0.0:
+            candidates.append((key, opposite, verdict.log_p_against))
+    rejected = stats.holm([log_p for _, _, log_p in candidates], cfg.curator.reversal_alpha,
+                          m=max(family, len(candidates)))
+    return {key: opposite for (key, opposite, _), r in zip(candidates, rejected, strict=True)
+            if r}
 
 
 def _record_change_points(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],

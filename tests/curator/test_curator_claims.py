@@ -100,19 +100,24 @@ def test_every_min_support_episodes_count_as_one_prediction() -> None:
 
 def test_decisive_reversals_become_the_reversed_claim() -> None:
     dear = [ep(gas_obs(hour(2) + i * 60_000, 42.0)) for i in range(6)]
-    verdict = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3)
-    assert verdict is not None
+    rest = [ep(gas_obs(hour(10) + i * 60_000, 24.0)) for i in range(3)]  # the other hours
+    verdict = judge_claim(EpisodeWindow.of(dear + rest), GAS_CLAIM, 3)
+    assert verdict is not None and verdict.reference == 24.0
     flipped = reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
     assert flipped is not None
     assert (flipped.direction, flipped.effect, flipped.baseline, flipped.support) == (
         "higher", 42.0, 24.0, 6)
     assert flipped.condition == GAS_CLAIM.condition and flipped.target == GAS_CLAIM.target
     # Too few episodes, or wrong but not past the baseline: no reversal.
-    few = judge_claim(EpisodeWindow.of(dear[:5]), GAS_CLAIM, 3)
+    few = judge_claim(EpisodeWindow.of(dear[:5] + rest), GAS_CLAIM, 3)
     assert few is not None and reversal(GAS_CLAIM, few, min_support=3, min_effect=0.25,
                                         min_rate_gap=0.2) is None
-    meh = judge_claim(EpisodeWindow.of([ep(gas_obs(hour(2) + i, 20.0)) for i in range(6)]),
-                      GAS_CLAIM, 3)
+    # Nothing outside the condition to measure the reversal against: no reversal either.
+    alone = judge_claim(EpisodeWindow.of(dear), GAS_CLAIM, 3)
+    assert alone is not None and alone.right is False and alone.reference is None
+    assert reversal(GAS_CLAIM, alone, min_support=3, min_effect=0.25, min_rate_gap=0.2) is None
+    meh = judge_claim(EpisodeWindow.of([ep(gas_obs(hour(2) + i, 20.0)) for i in range(6)]
+                                       + rest), GAS_CLAIM, 3)
     assert meh is not None and meh.right is False
     assert reversal(GAS_CLAIM, meh, min_support=3, min_effect=0.25, min_rate_gap=0.2) is None
     # Swaps in high_vol that now win: the warning's claim reverses into "negative rate lower".
@@ -233,3 +238,71 @@ def test_a_rate_claimed_below_its_baseline_is_judged_by_the_lower_tail() -> None
     losses = EpisodeWindow.of([ep(swap(hour(1) + i, "negative")) for i in range(12)])
     verdict = judge_claim(losses, reversed_claim, 3, 10, level=0.05)
     assert verdict is not None and verdict.right is False
+
+
+def test_a_metric_claim_is_judged_and_reversed_against_the_level_outside_it() -> None:
+    """Cheap gas 02-04 (6 vs 24): when the whole market doubles, gas at 02-04 (17) is still
+    far below the other hours (48): right, against that level, though above the midpoint
+    of the stored 6 and 24. And a window as dear as everything else (48 at 02-04 and
+    elsewhere) is wrong but not reversed: it is not dearer than the rest."""
+    night = [ep(gas_obs(hour(2) + i * 60_000, 17.0 + i % 2)) for i in range(6)]
+    day = [ep(gas_obs(hour(10) + i * 60_000, 48.0 + i % 3)) for i in range(6)]
+    verdict = judge_claim(EpisodeWindow.of(night + day), GAS_CLAIM, 3)
+    assert verdict is not None and verdict.reference == 49.0 and verdict.right is True
+    alone = judge_claim(EpisodeWindow.of(night), GAS_CLAIM, 3)  # vs the stored 24: wrong
+    assert alone is not None and alone.right is False
+    dear_night = [ep(gas_obs(hour(2) + i * 60_000, 48.0 + i % 2)) for i in range(6)]
+    verdict = judge_claim(EpisodeWindow.of(dear_night + day), GAS_CLAIM, 3)
+    assert verdict is not None and verdict.right is False
+    assert reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2) is None
+    # The reference may come from a wider window (the curator's lookback) than the verdict.
+    verdict = judge_claim(EpisodeWindow.of(dear_night), GAS_CLAIM, 3,
+                          reference=EpisodeWindow.of(dear_night + day))
+    assert verdict is not None and verdict.reference == 49.0
+
+
+def test_against_rest_tests_the_reversed_direction_within_the_window() -> None:
+    """log p of "the condition now lies on the other side of the rest of its window": tiny
+    when gas at 02-04 is far dearer than the other hours, 0-ish when it is as dear."""
+    from curator.claims_check import against_rest, condition_mask
+
+    day = [ep(gas_obs(hour(10) + i * 60_000, 24.0 + i % 3)) for i in range(6)]
+    dear = EpisodeWindow.of([ep(gas_obs(hour(2) + i * 60_000, 42.0 + i % 2))
+                             for i in range(6)] + day)
+    mask = condition_mask(dear, GAS_CLAIM.condition, scope=True)
+    assert mask is not None and against_rest(dear, GAS_CLAIM, mask) < -10
+    same = EpisodeWindow.of([ep(gas_obs(hour(2) + i * 60_000, 24.0 + i % 3))
+                             for i in range(6)] + day)
+    mask = condition_mask(same, GAS_CLAIM.condition, scope=True)
+    assert mask is not None and against_rest(same, GAS_CLAIM, mask) > -1
+    # An outcome rate: swaps in high_vol that win while the other swaps lose.
+    wins = [ep(swap(hour(1) + i, "positive")) for i in range(8)]
+    others = [ep(swap(hour(1) + i, "negative", regime="bull")) for i in range(8)]
+    window = EpisodeWindow.of(wins + others)
+    mask = condition_mask(window, SWAP_CLAIM.condition, scope=True, strategy="eth-dca")
+    assert mask is not None and against_rest(window, SWAP_CLAIM, mask) < -5
+    window = EpisodeWindow.of(wins + [ep(swap(hour(1) + i, "positive", regime="bull"))
+                                      for i in range(8)])
+    mask = condition_mask(window, SWAP_CLAIM.condition, scope=True, strategy="eth-dca")
+    assert mask is not None and against_rest(window, SWAP_CLAIM, mask) > -1
+
+
+def test_a_reversed_metric_claim_states_the_gap_of_its_own_window() -> None:
+    """Reversed in a dear afternoon (everything at 40, the window at 62; a day's level 28):
+    the new claim says "62 vs 40", the gap its own window shows, not "62 vs 28", which a
+    calm day (40 in the window, 24 elsewhere) could never confirm."""
+    dear = [ep(gas_obs(hour(2) + i * 60_000, 62.0)) for i in range(6)]
+    rest = [ep(gas_obs(hour(4) + i * 60_000, 40.0 + (-1) ** i)) for i in range(4)]
+    earlier = [ep(gas_obs(hour(-10) + i * 60_000, 24.0)) for i in range(12)]
+    window = EpisodeWindow.of(dear + rest)
+    verdict = judge_claim(window, GAS_CLAIM, 3,
+                          reference=EpisodeWindow.of(earlier + dear + rest))
+    assert verdict is not None and verdict.rest == 40.0 and verdict.reference is not None
+    assert verdict.reference == 28.0
+    flipped = reversal(GAS_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None and (flipped.effect, flipped.baseline) == (62.0, 40.0)
+    calm = EpisodeWindow.of([ep(gas_obs(hour(2, day=1) + i * 60_000, 40.0)) for i in range(6)]
+                            + [ep(gas_obs(hour(4, day=1) + i * 60_000, 24.0))
+                               for i in range(4)])
+    again = judge_claim(calm, flipped, 3)
+    assert again is not None and again.right is True
