@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 import pytest
@@ -115,6 +115,21 @@ def test_a_group_is_capped_by_weight_and_keeps_submission_order() -> None:
     assert w.stop()
 
 
+def _run_warm_group(w: Writer, handler: Callable[[Sequence[str]], list[str]]) -> None:
+    """Queue two "warm" jobs behind a blocked writer, then release it: they run as one
+    group (the slow shared group the linger tests start from)."""
+    gate = threading.Event()
+    started = threading.Event()
+    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
+    blocker.start()
+    started.wait()
+    warm = [w._put(_Job(Future(), batch_key="ep", payload=f"warm{i}", handler=handler))
+            for i in range(2)]
+    gate.set()
+    blocker.join()
+    assert [f.result() for f in warm] == ["warm0", "warm1"]
+
+
 def test_after_a_shared_group_the_writer_lingers_for_stragglers() -> None:
     """Callers who re-send right after their ack join the next group instead of forming a
     half-size group of their own (the convoy that halved the embedding batch)."""
@@ -127,16 +142,7 @@ def test_after_a_shared_group_the_writer_lingers_for_stragglers() -> None:
             threading.Event().wait(0.3)  # a slow group: the next linger may last 0.3 s
         return list(payloads)
 
-    gate = threading.Event()
-    started = threading.Event()
-    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
-    blocker.start()
-    started.wait()
-    warm = [w._put(_Job(Future(), batch_key="ep", payload=f"warm{i}", handler=handler))
-            for i in range(2)]
-    gate.set()
-    blocker.join()
-    assert [f.result() for f in warm] == ["warm0", "warm1"]
+    _run_warm_group(w, handler)
     results: dict[str, str] = {}
     first = threading.Thread(target=lambda: results.__setitem__(
         "a", w.call_batched("ep", "a", handler)))
@@ -189,16 +195,7 @@ def test_a_job_submitted_without_linger_starts_its_group_at_once() -> None:
             entered.set()
         return list(payloads)
 
-    gate = threading.Event()
-    started = threading.Event()
-    blocker = threading.Thread(target=lambda: w.call(lambda: (started.set(), gate.wait())))
-    blocker.start()
-    started.wait()
-    warm = [w._put(_Job(Future(), batch_key="ep", payload=f"warm{i}", handler=handler))
-            for i in range(2)]
-    gate.set()
-    blocker.join()
-    assert [f.result() for f in warm] == ["warm0", "warm1"]
+    _run_warm_group(w, handler)
     a = w.submit_batched("ep", "a", handler, linger=False)
     entered.wait(0.4)  # at once without a linger; a lingering "a" would still be waiting
     assert w.call_batched("ep", "b", handler) == "b"
