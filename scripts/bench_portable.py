@@ -165,7 +165,8 @@ def main() -> None:
             from grimoire.portable.backup import backup
 
             for label, dest, run in (
-                    ("in this process", "bk", lambda: backup(data, base / "bk")),
+                    ("backup() in the measuring client's own process, sharing its GIL", "bk",
+                     lambda: backup(data, base / "bk")),
                     ("`grimoire backup` process", "bk2", lambda: subprocess.run(
                                    [sys.executable, "-m", "grimoire", "backup", "--data",
                                     str(data), str(base / "bk2")], env=env, check=True,
