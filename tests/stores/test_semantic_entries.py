@@ -84,7 +84,11 @@ def test_any_valid_entry_round_trips_exactly(store: SemanticStore, entry: Any) -
     assert store.get_entry(entry.id) == entry
     if entry.claim is not None:
         hit = store.find_by_claim_key(entry.claim.key, EntryFilter(statuses=tuple(EntryStatus)))
-        assert hit is not None and hit.claim == entry.claim
+        # The examples share one store: an earlier entry may hold a claim with the same key
+        # (same condition, target and direction, other numbers), and the lookup may name it.
+        assert hit is not None and hit.claim is not None and hit.claim.key == entry.claim.key
+        if hit.id == entry.id:
+            assert hit.claim == entry.claim
 
 
 def test_embedding_is_stored_normalised(store: SemanticStore) -> None:
