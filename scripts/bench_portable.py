@@ -129,8 +129,41 @@ async def mcp_queries(data: Path, env: dict[str, str], n: int) -> list[float]:
     return out
 
 
-class _Done(Exception):
-    """The rows asked for are measured (``--backup-only``)."""
+def mcp_row(sock: Path, data: Path, env: dict[str, str], queries: int
+            ) -> tuple[str, str, str]:
+    """MCP ``query`` p50 beside the socket's ``retrieve`` p50, against the running daemon."""
+    from grimoire.service.client import Client
+
+    with Client(sock) as client:
+        client.call("retrieve", {"query": "warm up"})
+        socket_s = []
+        for i in range(queries):
+            t0 = time.perf_counter()
+            client.call("retrieve", {"query": f"gas swap fee {i}", "k": 5, "mode": "browse"})
+            socket_s.append(time.perf_counter() - t0)
+    mcp_s = asyncio.run(mcp_queries(data, env, queries))
+    return ("MCP query p50 / socket retrieve p50", f"{queries} queries",
+            f"{pct(mcp_s, 50):.1f} ms / {pct(socket_s, 50):.1f} ms")
+
+
+def transfer_rows(data: Path, base: Path) -> list[tuple[str, str, str]]:
+    """Export throughput from ``data``, then import throughput into a fresh store."""
+    from grimoire.portable.bundle import export_bundle
+    from grimoire.portable.session import import_bundle
+
+    with Grimoire.open(data, embedder=HashEmbedder()) as g:
+        t0 = time.perf_counter()
+        exported: dict[str, Any] = export_bundle(g.context, base / "bundle")
+        export_s = time.perf_counter() - t0
+    n_items = sum(exported["counts"].values())
+    with Grimoire.open(base / "fresh", embedder=HashEmbedder()) as g:
+        t0 = time.perf_counter()
+        imported = import_bundle(g.context, str(base / "bundle"), "predecessor")
+        import_s = time.perf_counter() - t0
+    return [("export", f"{exported['counts']}",
+             f"{n_items / export_s:.0f} items/s ({export_s:.2f} s)"),
+            ("import (through the gate)", f"entries {imported['entries']}",
+             f"{n_items / import_s:.0f} items/s ({import_s:.2f} s)")]
 
 
 def main() -> None:
@@ -192,45 +225,12 @@ def main() -> None:
                              f"{len(idle)} / {len(during)} writes",
                              f"{p95_idle:.2f} ms / {p95_busy:.2f} ms "
                              f"= {p95_busy / p95_idle:.2f}x (goal <= 2x)"))
-            from grimoire.service.client import Client
-
-            if args.backup_only:
-                raise _Done
-            with Client(sock) as client:
-                client.call("retrieve", {"query": "warm up"})
-                socket_s = []
-                for i in range(args.queries):
-                    t0 = time.perf_counter()
-                    client.call("retrieve", {"query": f"gas swap fee {i}", "k": 5,
-                                             "mode": "browse"})
-                    socket_s.append(time.perf_counter() - t0)
-            mcp_s = asyncio.run(mcp_queries(data, env, args.queries))
-            rows.append(("MCP query p50 / socket retrieve p50", f"{args.queries} queries",
-                         f"{pct(mcp_s, 50):.1f} ms / {pct(socket_s, 50):.1f} ms"))
-        except _Done:
-            pass
+            if not args.backup_only:
+                rows.append(mcp_row(sock, data, env, args.queries))
         finally:
             stop_daemon(proc)
-        if args.backup_only:
-            raise _Done
-        from grimoire.portable.bundle import export_bundle
-        from grimoire.portable.session import import_bundle
-
-        with Grimoire.open(data, embedder=HashEmbedder()) as g:
-            t0 = time.perf_counter()
-            exported: dict[str, Any] = export_bundle(g.context, base / "bundle")
-            export_s = time.perf_counter() - t0
-        n_items = sum(exported["counts"].values())
-        rows.append(("export", f"{exported['counts']}",
-                     f"{n_items / export_s:.0f} items/s ({export_s:.2f} s)"))
-        with Grimoire.open(base / "fresh", embedder=HashEmbedder()) as g:
-            t0 = time.perf_counter()
-            imported = import_bundle(g.context, str(base / "bundle"), "predecessor")
-            import_s = time.perf_counter() - t0
-        rows.append(("import (through the gate)", f"entries {imported['entries']}",
-                     f"{n_items / import_s:.0f} items/s ({import_s:.2f} s)"))
-    except _Done:
-        pass
+        if not args.backup_only:
+            rows += transfer_rows(data, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("| measurement | size | value |\n|---|---|---|")
