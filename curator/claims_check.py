@@ -2,7 +2,8 @@
 
 Owns: a column view of a window of episodes, the per-episode reading of a
 claim's ``condition`` (the distiller's vocabulary: regime, token_pair,
-chain, tool, action, hour_window), and the verdict rule. Pure: episodes and
+chain, tool, action, hour_window, and a metric band at the cut point the
+claim states), and the verdict rule. Pure: episodes and
 claims in, verdicts out; it never reads a store or a clock.
 
 The verdict rule. A claim says that under its condition the target sits at
@@ -14,8 +15,11 @@ midpoint between effect and baseline, *wrong* when it lies on the other side.
 The midpoint is the decision boundary between "the claim holds" and "the
 base rate holds" when both are equally likely a priori, so one unlucky
 episode cannot flip a well-supported window and a real reversal flips it at
-once. Conditions this module cannot read (a metric band, a term from another
-extractor) give no verdict: the claim is left to its own learner.
+once. A metric band is read at the claim's own ``band_cut`` (the number its
+sentence states: "when gas is above 31 gwei"), so the episodes in the band
+are judged against those outside it like any other condition's. Conditions
+this module cannot read (a band with no cut, a term from another extractor)
+give no verdict: the claim is left to its own learner.
 
 How much a verdict weighs: every ``min_support`` matching episodes are one
 prediction (at most ``max_predictions`` per cycle), all judged by the pooled
@@ -54,8 +58,10 @@ __all__ = [
     "Verdict",
     "actions_of",
     "against_rest",
+    "band_mask",
     "causal_verdict",
     "check_causal",
+    "claim_mask",
     "condition_mask",
     "event_key",
     "event_keys",
@@ -177,13 +183,30 @@ def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
     return mask
 
 
+def band_mask(window: EpisodeWindow, value: object, cut: float | None) -> Mask | None:
+    """Episodes in the band ``[metric, "upper" | "lower"]`` cut at ``cut``: the metric at or
+    above it (upper), at or below it (lower), as the distiller drew the band. An episode
+    without the metric is in no band. None without a cut, or for a malformed band."""
+    if (cut is None or not np.isfinite(cut) or not isinstance(value, list | tuple)
+            or len(value) != 2 or value[1] not in ("upper", "lower")
+            or not isinstance(value[0], str)):
+        return None
+    column = window.metrics.get(value[0])
+    if column is None:
+        return np.zeros(window.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        mask: Mask = column >= cut if value[1] == "upper" else column <= cut
+    return mask
+
+
 def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
-                   scope: bool = False, strategy: str | None = None) -> Mask | None:
+                   scope: bool = False, strategy: str | None = None,
+                   band_cut: float | None = None) -> Mask | None:
     """Episodes matching every term of ``condition``; with ``scope``, only those of
     ``strategy`` (None: the episodes written without one), as the learner scopes a claim.
 
-    None when a term cannot be read here (``metric_band`` needs the distiller's
-    cut points; unknown terms come from another extractor): no verdict then.
+    None when a term cannot be read here (a ``metric_band`` without the claim's
+    ``band_cut``; unknown terms come from another extractor): no verdict then.
     """
     mask = np.ones(window.size, dtype=bool)
     if scope:
@@ -205,9 +228,33 @@ def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
             if part is None:
                 return None
             mask &= part
+        elif key == "metric_band":
+            part = band_mask(window, value, band_cut)
+            if part is None:
+                return None
+            mask &= part
         else:
             return None
     return mask
+
+
+def claim_mask(window: EpisodeWindow, claim: Claim) -> Mask | None:
+    """The episodes of ``claim``'s scope that match its condition (its band at its cut)."""
+    return condition_mask(window, claim.condition, scope=True, strategy=claim.strategy,
+                          band_cut=claim.band_cut)
+
+
+def _scope(window: EpisodeWindow, claim: Claim) -> Mask:
+    """The episodes ``claim`` speaks about, in its condition or outside it: its strategy's,
+    and for a band only those that carry the band's metric (an episode without gas is not
+    'outside the high-gas band', it says nothing about gas)."""
+    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
+    assert scope is not None
+    band = claim.condition.get("metric_band")
+    if isinstance(band, list | tuple) and band and isinstance(band[0], str):
+        column = window.metrics.get(band[0])
+        scope = scope & ~np.isnan(column) if column is not None else scope & False
+    return scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +320,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     sits at least half of its 18-gwei gap below the level at the other hours now, whatever
     the market's level did since. The verdict also carries ``against_rest``: how far the condition's
     episodes lie on the other side of the rest of ``window`` (decides reversals)."""
-    mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
+    mask = claim_mask(window, claim)
     if mask is None:
         return None
     kind, _, name = claim.target.partition(":")
@@ -338,12 +385,10 @@ def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> fl
     ``min_support`` of them, or for a claim that is not about a metric."""
     kind, _, name = claim.target.partition(":")
     column = window.metrics.get(name) if kind == "metric" else None
-    mask = condition_mask(window, claim.condition, scope=True, strategy=claim.strategy)
+    mask = claim_mask(window, claim)
     if column is None or mask is None:
         return None
-    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
-    assert scope is not None
-    outside = column[scope & ~mask & ~np.isnan(column)]
+    outside = column[_scope(window, claim) & ~mask & ~np.isnan(column)]
     return float(outside.mean()) if outside.size >= max(1, min_support) else None
 
 
@@ -358,8 +403,7 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
     labels: episodes that merely carry a noisy label (a 'crisis' tick in a calm
     afternoon), or a market that moved as a whole, look like the rest and are no
     evidence that the claim turned round."""
-    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
-    assert scope is not None
+    scope = _scope(window, claim)
     gap_up = claim.effect > claim.baseline
     kind, _, name = claim.target.partition(":")
     if kind == "metric":
@@ -512,7 +556,8 @@ def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: fl
     Needs a wrong verdict on at least ``2 × min_support`` episodes, an observation
     past the baseline (opposite side from the effect) by at least half the claimed gap,
     and an effect of the learner's own minimum size: relative ``min_effect`` for a
-    metric, ``min_rate_gap`` for a rate. Metric bands and event links are not reversed.
+    metric, ``min_rate_gap`` for a rate. Event links are not reversed; a band claim turns
+    round at its own cut ("swaps lose *less* often when gas is above 31 gwei").
     """
     if (verdict.right is not False or verdict.observed is None
             or verdict.n < 2 * min_support or claim.target.startswith("event:")):
@@ -540,4 +585,5 @@ def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: fl
         stated = base
     return Claim(condition=dict(claim.condition), target=claim.target,
                  direction="lower" if gap > 0 else "higher", effect=verdict.observed,
-                 baseline=stated, support=verdict.n, strategy=claim.strategy)
+                 baseline=stated, support=verdict.n, strategy=claim.strategy,
+                 band_cut=claim.band_cut)

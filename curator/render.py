@@ -10,6 +10,7 @@ PLAYBOOK.md must be. Must not: compute statistics or read stores.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from curator.operations import NEGATIVE_RATE
 from grimoire.records import Claim
 
 __all__ = [
+    "band_cut_in",
     "describe_event",
     "format_duration",
     "format_number",
@@ -79,9 +81,25 @@ def _band_clause(band: Sequence[str], evidence: Mapping[str, Any]) -> str:
     label, unit = metric_label(metric)
     cut = evidence.get("band_cut")
     if isinstance(cut, int | float):
-        where = "above" if part == "upper" else "below"
-        return f"{label} is {where} {format_number(float(cut))}{' ' + unit if unit else ''}"
+        return f"{label} is {_WHERE[part == 'upper']} {format_number(float(cut))}" + (
+            f" {unit}" if unit else "")
     return f"{label} is in its {'top' if part == 'upper' else 'bottom'} third"
+
+
+_WHERE = {True: "above", False: "below"}
+
+
+def band_cut_in(sentence: str, band: object) -> float | None:
+    """The cut point a band claim's sentence states ("when gas is above 31.2 gwei" → 31.2),
+    as ``_band_clause`` wrote it; None when the sentence does not state one. Band claims
+    stored before ``Claim.band_cut`` existed kept their cut only there."""
+    if (not isinstance(band, list | tuple) or len(band) != 2
+            or band[1] not in ("upper", "lower")):
+        return None
+    label, _ = metric_label(str(band[0]))
+    found = re.search(rf"\b{re.escape(label)} is {_WHERE[band[1] == 'upper']} "
+                      r"(-?\d+(?:\.\d+)?)", sentence)
+    return float(found.group(1)) if found else None
 
 
 def _object_phrase(condition: Mapping[str, Any]) -> str:

@@ -148,6 +148,13 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+def _band_part(value: Any, cut: float) -> str:
+    """``["gas_gwei", "upper"]`` cut at 31.2 → "gas is above 31.2 gwei" (the distiller's band:
+    the metric at or above the cut, or at or below it)."""
+    label, unit = metric_label(str(value[0]))
+    return f"{label} is {'above' if value[1] == 'upper' else 'below'} {_with_unit(cut, unit)}"
+
+
 def _condition_part(key: str, value: Any) -> str:
     if key == "hour_window" and isinstance(value, list | tuple) and len(value) == 2:
         start, end = (int(v) for v in value)
@@ -177,10 +184,17 @@ def _condition_part(key: str, value: Any) -> str:
     return f"{label} is {_value_text(value)}"
 
 
-def _condition_text(condition: Mapping[str, Any]) -> str:
+def _condition_text(condition: Mapping[str, Any], band_cut: float | None = None) -> str:
     keys = [k for k in condition if k not in _ACTION_KEYS]
     ordered = [k for k in _KEY_ORDER if k in keys] + sorted(k for k in keys if k not in _KEY_ORDER)
-    return " and ".join(_condition_part(k, condition[k]) for k in ordered)
+    return " and ".join(_band_part(condition[k], band_cut)
+                        if k == "metric_band" and band_cut is not None
+                        else _condition_part(k, condition[k]) for k in ordered)
+
+
+def _is_band(value: Any) -> bool:
+    return (isinstance(value, list | tuple) and len(value) == 2
+            and value[1] in ("upper", "lower"))
 
 
 def _reason_text(claim: Claim) -> str:
@@ -244,7 +258,10 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     """
     if claim.target.startswith("event:"):
         return _event_text(claim)
-    condition = _condition_text(claim.condition)
+    band = claim.condition.get("metric_band")
+    if band is not None and (claim.band_cut is None or not _is_band(band)):
+        return None  # a band stored without its cut: the entry's own words state it
+    condition = _condition_text(claim.condition, claim.band_cut)
     reason = _reason_text(claim)
     if category in (Category.HEURISTIC, Category.WARNING):
         action = _action_text(claim, category, content)

@@ -85,6 +85,20 @@ def test_claim_key_ignores_numbers_and_key_order() -> None:
     assert Claim.from_dict(a.to_dict()) == a
 
 
+def test_a_band_claim_keeps_its_cut_and_older_claims_still_load() -> None:
+    """The cut point is part of what a band claim says, not of what it is: the same band
+    found again at another cut is the same claim. Claims stored before the cut was kept
+    (and every other claim) have no ``band_cut`` in their JSON, and load with None."""
+    band = {"action": "swap", "metric_band": ["gas_gwei", "upper"]}
+    a = Claim(band, "outcome:negative_rate", "higher", 0.6, 0.3, 40, band_cut=31.2)
+    b = Claim(band, "outcome:negative_rate", "higher", 0.7, 0.3, 50, band_cut=29.0)
+    assert a.key == b.key
+    assert a.to_dict()["band_cut"] == 31.2 and Claim.from_dict(a.to_dict()) == a
+    stored = {key: value for key, value in a.to_dict().items() if key != "band_cut"}
+    assert Claim.from_dict(stored).band_cut is None
+    assert "band_cut" not in Claim({"regime": "bull"}, "metric:pnl", "lower", 1, 2, 3).to_dict()
+
+
 def test_uuid7_ids_are_time_ordered() -> None:
     ids = [new_id(1_000 + i) for i in range(50)]
     assert ids == sorted(ids)

@@ -1,7 +1,8 @@
 """Curator phases that weigh stored claims against new evidence (SPEC §8 steps 1 and 6).
 
 - ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
-  every rule derived from one, through its parent's claim) is judged against
+  every rule derived from one, through its parent's claim; a metric band at
+  the cut point the claim states) is judged against
   the episodes that arrived since the last cycle (``curator.claims_check``):
   right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
   matching episodes are one). One definition of evidence (issue 11): the
@@ -64,6 +65,7 @@ from curator.cycle.state import (
 from curator.distiller import stats
 from curator.lifecycle import is_derived
 from curator.operations import category_for_claim
+from curator.render import band_cut_in
 from grimoire.context import Context
 from grimoire.decay import net_votes
 from grimoire.methods.entry import Proposal
@@ -184,13 +186,24 @@ def link_change(cy: Cycle, entry_id: str, check: CausalCheck, *, why: str) -> Ch
 def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
               ) -> tuple[Claim, str | None] | None:
     if entry.claim is not None:
-        return entry.claim, None
+        return _with_band_cut(entry.claim, entry), None
     if is_derived(entry):
         for parent_id in entry.parent_entry_ids:
             parent = by_id.get(parent_id)
             if parent is not None and parent.claim is not None:
-                return parent.claim, parent.id
+                return _with_band_cut(parent.claim, parent), parent.id
     return None
+
+
+def _with_band_cut(claim: Claim, owner: GrimoireEntry) -> Claim:
+    """A band claim stored before ``Claim.band_cut`` was kept states its cut only in its
+    sentence ("when gas is above 31.2 gwei"): read from there, it is judged like any other
+    (unreadable: no verdict, as before)."""
+    band = claim.condition.get("metric_band")
+    if band is None or claim.band_cut is not None:
+        return claim
+    cut = band_cut_in(owner.content, band)
+    return claim if cut is None else dataclasses.replace(claim, band_cut=cut)
 
 
 def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> str:

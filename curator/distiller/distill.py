@@ -69,7 +69,7 @@ def distill(
     mine = [ex for ex in existing if ex.claim.strategy == strategy
             and (ex.claim.target.startswith("metric:")
                  or ex.claim.target in (NEGATIVE_RATE, POSITIVE_RATE))]
-    claims = [_claim(h, strategy) for h in findings]
+    claims = [_claim(h, strategy, _band_cut(table, h.condition)) for h in findings]
     matches, unmatched = match_claims(claims, mine, cfg.edit_change)
     ops: list[Operation] = []
     for hyp, claim, match in zip(findings, claims, matches, strict=True):
@@ -99,11 +99,13 @@ def _check(cfg: DistillerConfig) -> None:
         raise ValidationError("must be >= 0", field="distiller.min_effect")
 
 
-def _claim(h: Hypothesis, strategy: str | None) -> Claim:
+def _claim(h: Hypothesis, strategy: str | None, band_cut: float | None) -> Claim:
+    # A band's cut point is part of what the claim says ("when gas is above 31 gwei"):
+    # kept in the claim, so that the curator can judge new episodes by it.
     return Claim(
         condition=dict(h.condition), target=h.target, direction=h.direction,
         effect=h.effect, baseline=h.baseline, support=h.support,
-        p_value=math.exp(h.log_p), strategy=strategy,
+        p_value=math.exp(h.log_p), strategy=strategy, band_cut=band_cut,
     )
 
 

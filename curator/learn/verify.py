@@ -175,16 +175,18 @@ def verify_proposals(
                    else _metric(table, cond, mask, target, direction, cfg))
         if checked is None:
             continue
+        band = cond.get("metric_band")
+        cut = None
+        if isinstance(band, list) and str(band[0]) in table.bands:
+            cuts = table.bands[str(band[0])]
+            cut = cuts[1] if band[1] == "upper" else cuts[0]
+            checked.evidence["band_cut"] = cut
         claim = Claim(checked.claim.condition, checked.claim.target, checked.claim.direction,
                       checked.claim.effect, checked.claim.baseline, checked.claim.support,
-                      checked.claim.p_value, strategy)
+                      checked.claim.p_value, strategy, band_cut=cut)
         if claim.key in seen:
             continue
         seen.add(claim.key)
-        band = cond.get("metric_band")
-        if isinstance(band, list) and str(band[0]) in table.bands:
-            cuts = table.bands[str(band[0])]
-            checked.evidence["band_cut"] = cuts[1] if band[1] == "upper" else cuts[0]
         checked.evidence["source"] = "llm_expel"
         tested.append(Checked(claim, checked.evidence, checked.rows))
     # Holm over every proposal the LLM made: each one was a question asked of the data.

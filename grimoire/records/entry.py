@@ -77,6 +77,13 @@ class Claim:
     ``outcome:negative_rate``). ``effect`` is the value under the condition,
     ``baseline`` the value overall, ``support`` the episodes behind it.
     Two claims with the same ``key`` are the same claim, whatever their numbers.
+
+    ``band_cut`` is the cut point of a ``metric_band`` condition (``{"metric_band":
+    [metric, "upper" | "lower"]}``: the metric at or above / at or below it), the number
+    the claim's sentence states ("when gas is above 31 gwei"), so that new episodes can be
+    judged in the band and outside it. Like the numbers, it is not part of ``key``: the
+    same band found again at a slightly moved cut is the same claim. None for every other
+    condition, and for band claims stored before it was kept (their sentence holds it).
     """
 
     condition: Mapping[str, Any]
@@ -87,6 +94,7 @@ class Claim:
     support: int
     p_value: float = 1.0
     strategy: str | None = None
+    band_cut: float | None = None
 
     @property
     def key(self) -> str:
@@ -103,10 +111,13 @@ class Claim:
             "support": self.support,
             "p_value": self.p_value,
             "strategy": self.strategy,
+            # only on band claims: every other claim keeps the bytes it always had
+            **({} if self.band_cut is None else {"band_cut": self.band_cut}),
         }
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Claim:
+        cut = value.get("band_cut")
         return cls(
             condition=dict(value["condition"]),
             target=str(value["target"]),
@@ -116,6 +127,7 @@ class Claim:
             support=int(value["support"]),
             p_value=float(value.get("p_value", 1.0)),
             strategy=value.get("strategy"),
+            band_cut=None if cut is None else float(cut),
         )
 
 

@@ -121,6 +121,8 @@ def _claim(claim: object) -> Claim | None:
     _number(claim.p_value, "claim.p_value", 0.0, 1.0)
     _int(claim.support, "claim.support")
     _text(claim.strategy, "claim.strategy", limit=512, optional=True)
+    if claim.band_cut is not None:
+        _number(claim.band_cut, "claim.band_cut")
     dumps(claim.to_dict(), "claim")
     return claim
 

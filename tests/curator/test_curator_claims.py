@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -54,6 +55,87 @@ def test_unreadable_conditions_give_no_verdict() -> None:
     assert condition_mask(window, {"hour_window": [2]}) is None
     claim = Claim({"mood": "calm"}, "metric:gas_gwei", "lower", 6.0, 24.0, 10)
     assert judge_claim(window, claim, 1) is None
+
+
+BAND_CLAIM = Claim({"action": "swap", "metric_band": ["gas_gwei", "upper"]},
+                   "outcome:negative_rate", "higher", 0.8, 0.35, 30, strategy="eth-dca",
+                   band_cut=30.0)
+
+
+def gas_swap(at: int, outcome: str, gas: float) -> dict[str, Any]:
+    return {**swap(at, outcome), "metrics": {"gas_gwei": gas}}
+
+
+def test_a_metric_band_is_read_at_the_claims_own_cut() -> None:
+    """"When gas is above 30 gwei": the episodes at or above the cut the claim states, not
+    the thirds of whatever window the curator holds now; an episode without gas is in no
+    band; a band with no cut (a claim stored before the cut was kept) stays unreadable."""
+    window = EpisodeWindow.of([ep(gas_swap(hour(1), "negative", 31.0)),
+                               ep(gas_swap(hour(2), "positive", 30.0)),
+                               ep(gas_swap(hour(3), "positive", 12.0)),
+                               ep(swap(hour(4), "negative")),            # no gas metric
+                               ep(gas_obs(hour(5), 45.0))])
+    upper = condition_mask(window, {"metric_band": ["gas_gwei", "upper"]}, band_cut=30.0)
+    lower = condition_mask(window, {"metric_band": ["gas_gwei", "lower"]}, band_cut=30.0)
+    assert upper is not None and upper.tolist() == [True, True, False, False, True]
+    assert lower is not None and lower.tolist() == [False, True, True, False, False]
+    assert condition_mask(window, {"metric_band": ["gas_gwei", "upper"]}) is None
+    assert condition_mask(window, {"metric_band": ["gas_gwei", "middle"]}, band_cut=3.0) is None
+    assert condition_mask(window, {"metric_band": ["tvl", "upper"]}, band_cut=3.0).tolist() == [
+        False] * 5
+    assert judge_claim(window, dataclasses.replace(BAND_CLAIM, band_cut=None), 1) is None
+
+
+def test_a_band_warning_is_right_when_swaps_lose_in_the_band_and_wrong_when_not() -> None:
+    """Only the rated swaps in the band are its episodes; those outside are the rest it is
+    measured against (``against_rest``), not evidence for or against it."""
+    outside = [ep(gas_swap(hour(0) + i, "positive" if i % 3 else "negative", 15.0))
+               for i in range(9)]
+    losing = [ep(gas_swap(hour(1) + i, "negative" if i % 5 else "positive", 35.0 + i))
+              for i in range(10)]
+    verdict = judge_claim(EpisodeWindow.of(losing + outside), BAND_CLAIM, 3, level=0.05)
+    assert verdict is not None and verdict.right is True and verdict.n == 10
+    assert set(verdict.episode_ids) == {e.id for e in losing}
+    as_usual = [ep(gas_swap(hour(2) + i, "negative" if i % 3 == 0 else "positive", 40.0))
+                for i in range(12)]
+    verdict = judge_claim(EpisodeWindow.of(as_usual + outside), BAND_CLAIM, 3, level=0.05)
+    assert verdict is not None and verdict.right is False and verdict.n == 12
+    assert verdict.observed == pytest.approx(4 / 12)
+    # losing as often as the swaps outside the band: wrong, but no sign of the opposite
+    assert verdict.log_p_against > -1.0
+    assert reversal(BAND_CLAIM, verdict, min_support=3, min_effect=0.25,
+                    min_rate_gap=0.2) is None
+
+
+def test_a_band_claim_reverses_at_its_own_cut() -> None:
+    """Swaps in the band now win while the others lose: the opposite claim, about the same
+    band at the same cut."""
+    winning = [ep(gas_swap(hour(1) + i, "positive", 36.0)) for i in range(8)]
+    losing = [ep(gas_swap(hour(2) + i, "negative", 20.0)) for i in range(8)]
+    verdict = judge_claim(EpisodeWindow.of(winning + losing), BAND_CLAIM, 3, level=0.05)
+    assert verdict is not None and verdict.right is False and verdict.log_p_against < -5
+    flipped = reversal(BAND_CLAIM, verdict, min_support=3, min_effect=0.25, min_rate_gap=0.2)
+    assert flipped is not None and flipped.direction == "lower" and flipped.effect == 0.0
+    assert flipped.band_cut == 30.0 and flipped.condition == BAND_CLAIM.condition
+
+
+def test_a_metric_claim_on_a_band_is_measured_against_the_rest_with_the_metric() -> None:
+    """"Slippage is higher when volume is above 3M": the level outside the band is read over
+    the episodes that carry volume and fall below the cut; a tick without volume says
+    nothing about the band."""
+    claim = Claim({"metric_band": ["volume", "upper"]}, "metric:slippage_bps", "higher",
+                  20.0, 10.0, 30, band_cut=3e6)
+
+    def obs(at: int, volume: float | None, slip: float) -> Episode:
+        metrics = {"slippage_bps": slip, **({} if volume is None else {"volume": volume})}
+        return ep({"text": "tick", "timestamp": at, "type": "observation", "metrics": metrics})
+
+    window = EpisodeWindow.of([obs(hour(1) + i, 4e6, 21.0) for i in range(4)]
+                              + [obs(hour(2) + i, 1e6, 9.0) for i in range(4)]
+                              + [obs(hour(3) + i, None, 40.0) for i in range(4)])
+    verdict = judge_claim(window, claim, 3)
+    assert verdict is not None and verdict.right is True and verdict.n == 4
+    assert verdict.reference == 9.0
 
 
 def test_metric_claim_right_wrong_and_undecided() -> None:

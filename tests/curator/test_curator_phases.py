@@ -517,3 +517,80 @@ def test_an_outcome_rate_is_judged_on_its_actions_pooled_and_counted_once(
     assert after.validated_count == 8 and after.contradicted_count == 0
     assert g.context.semantic.count_evidence(entry.id) == (8, 0)
     assert after.confidence > 0.6
+
+
+# --- 1b. claims conditioned on a metric band ----------------------------------------------
+
+BAND_WARNING = dataclasses.replace(
+    SWAP_CLAIM, condition={"action": "swap", "metric_band": ["gas_gwei", "upper"]},
+    effect=0.6, baseline=0.32, support=34, band_cut=31.2)
+BAND_SENTENCE = ("Avoid swap when gas is above 31.2 gwei: 20 of 34 were negative "
+                 "(59% vs 32% for swap overall).")
+
+
+def _gas_swaps(start: int, n: int, gas: float, negative_every: int) -> list[dict[str, object]]:
+    """Swaps at this gas, one in ``negative_every`` losing."""
+    return [{**swap(start + i * 60_000, "negative" if i % negative_every == 0 else "positive"),
+             "metrics": {"gas_gwei": gas + i % 3}} for i in range(n)]
+
+
+@pytest.mark.parametrize("stored", ["with_cut", "before_the_cut_was_kept"])
+def test_a_band_warning_the_new_episodes_do_not_bear_out_is_contradicted(
+        g: Grimoire, clock: FrozenClock, stored: str) -> None:
+    """A distiller false positive: "swaps lose when gas is above 31.2 gwei". The new swaps
+    above the cut lose a third of the time, as the others do: each is counted against it
+    once (a distinct episode, pooled again next cycle but never counted twice), and the
+    rule derived from it falls with it. A warning stored before the cut was kept in the
+    claim is judged by the cut its sentence states."""
+    claim = BAND_WARNING if stored == "with_cut" else dataclasses.replace(BAND_WARNING,
+                                                                           band_cut=None)
+    warning = put(g, category=Category.WARNING, claim=claim, content=BAND_SENTENCE,
+                  confidence=0.8)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.8,
+                parent_entry_ids=(warning.id,), content="Swap when gas is below 31.2 gwei")
+    write(g, _gas_swaps(hour(1), 21, 35.0, 3) + _gas_swaps(hour(2), 21, 20.0, 3))
+    clock.set(hour(3))
+    cy = start_cycle(g)
+    counts = validate_predictions(cy)
+    finish_cycle(cy)
+    assert counts["judged"] == 2 and counts["wrong"] == 2 and counts["reversals"] == 0
+    after = get(g, warning.id)
+    assert (after.validated_count, after.contradicted_count) == (0, 21)
+    assert after.confidence < 0.8 and get(g, child.id).confidence < 0.8
+    assert g.context.semantic.count_evidence(warning.id) == (0, 21)
+    # the same swaps, pooled again in the next cycle: not counted again
+    clock.set(hour(4))
+    validate_predictions(start_cycle(g))
+    assert get(g, warning.id).contradicted_count == 21
+    assert g.context.semantic.count_evidence(warning.id) == (0, 21)
+
+
+def test_a_band_claim_whose_sentence_states_no_cut_is_left_alone(
+        g: Grimoire, clock: FrozenClock) -> None:
+    claim = dataclasses.replace(BAND_WARNING, band_cut=None)
+    entry = put(g, category=Category.WARNING, claim=claim, confidence=0.8,
+                content="Avoid swap when gas is in its top third.")
+    write(g, _gas_swaps(hour(1), 21, 35.0, 3))
+    clock.set(hour(3))
+    assert validate_predictions(start_cycle(g))["judged"] == 0
+    assert get(g, entry.id).confidence == pytest.approx(0.8)
+
+
+def test_a_band_warning_decisively_reversed_is_turned_round_at_its_cut(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Swaps above the cut now win while the others lose: the old warning takes a full
+    cycle's weight, and the reversed claim (same band, same cut) goes through the gate with
+    a sentence that states the cut."""
+    warning = put(g, category=Category.WARNING, claim=BAND_WARNING, content=BAND_SENTENCE,
+                  confidence=0.9)
+    write(g, _gas_swaps(hour(1), 12, 35.0, 1000) + _gas_swaps(hour(2), 12, 20.0, 1))
+    clock.set(hour(3))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["wrong"] == 1 and counts["reversals"] == 1
+    assert get(g, warning.id).confidence == pytest.approx(0.05)
+    (new,) = [e for e in g.context.semantic.list_entries(limit=None)
+              if e.claim is not None and e.claim.direction == "lower"]
+    assert new.claim is not None and new.claim.band_cut == 31.2
+    assert new.claim.condition == BAND_WARNING.condition
+    assert new.claim.effect == pytest.approx(1 / 12)
+    assert new.content.startswith("When gas is above 31.2 gwei, do swap because negative ")

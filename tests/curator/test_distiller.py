@@ -237,6 +237,7 @@ def test_a_metric_threshold_is_a_condition() -> None:
     assert op.claim.condition == {"action": "swap", "metric_band": ["gas_gwei", "upper"]}
     cut = op.evidence["band_cut"]
     assert 20.0 < cut < 30.0
+    assert op.claim.band_cut == cut  # kept in the claim: the curator judges by it
     assert op.content.startswith(f"Avoid swap when gas is above {cut:.1f} gwei: ")
 
 

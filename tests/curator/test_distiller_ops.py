@@ -21,6 +21,7 @@ from curator.operations import (
     category_for_claim,
 )
 from curator.render import (
+    band_cut_in,
     describe_event,
     format_duration,
     format_number,
@@ -184,6 +185,15 @@ def test_warning_and_heuristic_sentences() -> None:
     assert render_claim(good, {"hits": 36, "band_cut": 14.25}) == (
         "When gas is below 14.2 gwei, do rebalance because 36 of 40 were positive "
         "(90% vs 55% for rebalance overall).")
+    # a band claim stored before the cut was kept in it: its sentence still states the cut
+    sentence = render_claim(good, {"hits": 36, "band_cut": 14.25})
+    assert band_cut_in(sentence, good.condition["metric_band"]) == 14.2
+    assert band_cut_in(sentence, ["gas_gwei", "upper"]) is None
+    assert band_cut_in(render_claim(good, {"hits": 36}), ["gas_gwei", "lower"]) is None
+    volume = claim({"action": "swap", "metric_band": ["volume", "upper"]},
+                   NEGATIVE_RATE, "higher", 0.7, 0.35, 40)
+    text = render_claim(volume, {"hits": 28, "band_cut": 3_123_456.0})
+    assert band_cut_in(text, ["volume", "upper"]) == 3_123_456.0
     plain = claim({"action": "bridge"}, POSITIVE_RATE, "higher", 0.9, 0.5, 30)
     assert render_claim(plain, {"hits": 27}).startswith(
         "When choosing an action, do bridge because 27 of 30 were positive (90% vs 50% overall)")

@@ -155,6 +155,23 @@ def test_claim_renders_when_do_because_and_avoid_when() -> None:
     assert "When the market regime is low_vol and the hour is 02:00–04:00 UTC, gas averages" in text
 
 
+def test_a_band_claim_states_its_cut_and_one_stored_without_it_keeps_its_words() -> None:
+    """"metric band is gas_gwei, upper" said nothing: the line states the cut the claim
+    holds; a band claim stored before the cut was kept shows its own sentence, which has it."""
+    band = Claim({"action": "remove_liquidity", "metric_band": ["gas_gwei", "upper"]},
+                 "outcome:negative_rate", "higher", effect=0.59, baseline=0.32, support=34,
+                 band_cut=31.24)
+    words = "Avoid remove_liquidity when gas is above 31.2 gwei: 20 of 34 were negative."
+    new = make_entry(category=Category.WARNING, content=words, claim=band)
+    old = make_entry(category=Category.WARNING, content=words,
+                     claim=replace(band, band_cut=None, strategy="other"))
+    text = compile_([new, old])
+    assert ("Avoid remove_liquidity when gas is above 31.24 gwei because negative outcomes "
+            "happen 59% of the time (vs 32% overall; 34 episodes).") in text
+    assert f"— {words}" in text
+    assert "metric band" not in text
+
+
 def test_claim_without_an_action_falls_back_to_the_content() -> None:
     claim = Claim({"regime": "bear"}, "metric:pnl", "lower", -3.0, 1.0, 5)
     entry = make_entry(content="Sit tight in bear markets", claim=claim)

@@ -55,6 +55,7 @@ _claims = st.builds(
     target=_text, direction=st.sampled_from(["higher", "lower"]),
     effect=st.floats(-1e6, 1e6), baseline=st.floats(-1e6, 1e6), support=st.integers(0, 1000),
     p_value=_unit_float, strategy=st.none() | _text,
+    band_cut=st.none() | st.floats(-1e6, 1e6),
 )
 _entries = st.builds(
     make_entry,
@@ -265,6 +266,7 @@ _BAD: list[tuple[str, dict[str, Any], Any]] = [
     ("is_bloodstain", {"is_bloodstain": 1}, None),
     ("claim.direction", {"claim": Claim({}, "t", "sideways", 1.0, 1.0, 3)}, None),
     ("claim", {"claim": Claim({"x": {1, 2}}, "t", "lower", 1.0, 1.0, 3)}, None),
+    ("claim.band_cut", {"claim": Claim({}, "t", "lower", 1.0, 1.0, 3, band_cut=math.nan)}, None),
     ("embedding", {}, np.ones(DIM + 1)),
     ("embedding", {}, np.full(DIM, np.nan)),
     ("embedding", {}, np.zeros(DIM)),
