@@ -165,6 +165,21 @@ class EpisodeWindow:
     def size(self) -> int:
         return len(self.episodes)
 
+    def after(self, timestamp: int) -> EpisodeWindow:
+        """The episodes later than ``timestamp``: those a claim learned up to then was not
+        learned from."""
+        keep = self.timestamps > timestamp
+        if keep.all():
+            return self
+        idx = np.flatnonzero(keep)
+        return EpisodeWindow(
+            tuple(self.episodes[i] for i in idx.tolist()), self.timestamps[keep],
+            self.hours[keep], self.strategies[keep], self.global_rows[keep],
+            {k: v[keep] for k, v in self.attrs.items()},
+            {k: v[keep] for k, v in self.actions.items()}, self.rated[keep],
+            self.negative[keep], self.positive[keep],
+            {k: v[keep] for k, v in self.metrics.items()})
+
 
 def _label(value: object) -> str | None:
     if value is None:

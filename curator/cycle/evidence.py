@@ -184,14 +184,17 @@ def link_change(cy: Cycle, entry_id: str, check: CausalCheck, *, why: str) -> Ch
 
 
 def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
-              ) -> tuple[Claim, str | None] | None:
+              ) -> tuple[Claim, str | None, int | None] | None:
+    """The claim ``entry`` is judged by (its own, or its parent insight's), the parent's id,
+    and the time of the last episode the claim was learned from (``valid_from``: the
+    newest episode behind it; None: not known, every episode is new)."""
     if entry.claim is not None:
-        return _with_band_cut(entry.claim, entry), None
+        return _with_band_cut(entry.claim, entry), None, entry.valid_from
     if is_derived(entry):
         for parent_id in entry.parent_entry_ids:
             parent = by_id.get(parent_id)
             if parent is not None and parent.claim is not None:
-                return _with_band_cut(parent.claim, parent), parent.id
+                return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
     return None
 
 
@@ -235,18 +238,20 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     by_id = {e.id: e for e in entries}
     decided: dict[str, tuple[Verdict, str | None]] = {}
     reversed_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
-    verdicts: dict[str, Verdict | None] = {}  # one judgement per claim (parent and child share)
-    judged: list[tuple[GrimoireEntry, Claim, str | None]] = []
+    # one judgement per claim and learning time (parent and child share it)
+    verdicts: dict[str, Verdict | None] = {}
+    judged: list[tuple[GrimoireEntry, str | None, str]] = []
     claims: dict[str, Claim] = {}
     for entry in entries if cy.window else ():
         found = _claim_of(entry, by_id)
         if found is None or found[0].target.startswith("event:"):
             continue
-        claim, via = found
-        judged.append((entry, claim, via))
-        if claim.key not in verdicts:
-            claims[claim.key] = claim
-            verdicts[claim.key] = _judge(cy, window, claim, pools)
+        claim, via, learned = found
+        key = f"{claim.key}@{learned}"
+        judged.append((entry, via, key))
+        if key not in verdicts:
+            claims[key] = claim
+            verdicts[key] = _judge(cy, window, claim, pools, learned)
     flipped = _reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
     for key in flipped:
         verdict_now = verdicts[key]
@@ -256,8 +261,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             verdict_now, predictions=max(verdict_now.predictions,
                                          cy.ctx.config.curator.validate_max_votes),
             reversed=True)
-    for entry, claim, via in judged:
-        verdict = verdicts[claim.key]
+    for entry, via, key in judged:
+        verdict = verdicts[key]
         if verdict is None:
             continue
         counts["judged"] += 1
@@ -266,8 +271,8 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             continue
         counts["right" if verdict.right else "wrong"] += 1
         decided[entry.id] = (verdict, via)
-        if via is None and claim.key in flipped:
-            reversed_claims.setdefault(claim.key, (entry, flipped[claim.key], verdict))
+        if via is None and key in flipped:
+            reversed_claims.setdefault(key, (entry, flipped[key], verdict))
     changes: list[Change] = []
     for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
         verdict, via = decided.get(entry_id, (None, None))
@@ -312,24 +317,45 @@ def _episode_pool(cy: Cycle) -> EpisodeWindow:
 
 
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, EpisodeWindow],
-           ) -> Verdict | None:
+           learned: int | None = None) -> Verdict | None:
     """The new episodes' verdict on ``claim``. A metric claim is judged against its target's
     level outside its condition over the lookback; an outcome rate the new actions alone do
-    not decide is pooled with the lookback's actions."""
+    not decide is pooled with the lookback's actions.
+
+    Only episodes later than ``learned`` (the newest episode the claim was learned from)
+    are evidence: the lookback, and a cycle's window that began before the learner ran,
+    still hold the episodes that made the claim, and a claim the learner selected because
+    those episodes happened to show it would be 'confirmed' by them (a false positive
+    confirming itself). The level outside its condition is not evidence, and is read over
+    every episode of the lookback."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
     min_support = cfg.curator.validate_min_support
+    if learned is not None:
+        window = _after(pools, "window", window, learned)
     if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         level = cfg.curator.causal_verdict_level
         verdict = judge_claim(window, claim, min_support, max_votes, level=level)
         if verdict is None or verdict.right is None:
             if "actions" not in pools:
                 pools["actions"] = _action_pool(cy)
-            verdict = judge_claim(pools["actions"], claim, min_support, max_votes, level=level)
+            actions = pools["actions"]
+            if learned is not None:
+                actions = _after(pools, "actions", actions, learned)
+            verdict = judge_claim(actions, claim, min_support, max_votes, level=level)
         return verdict
     if claim.target.startswith("metric:") and "episodes" not in pools:
         pools["episodes"] = _episode_pool(cy)
     return judge_claim(window, claim, min_support, max_votes, reference=pools.get("episodes"))
+
+
+def _after(pools: dict[str, EpisodeWindow], name: str, window: EpisodeWindow, learned: int,
+           ) -> EpisodeWindow:
+    """``window``'s episodes later than ``learned``, cut once per cycle and time."""
+    key = f"{name}@{learned}"
+    if key not in pools:
+        pools[key] = window.after(learned)
+    return pools[key]
 
 
 def _reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict | None],

@@ -594,3 +594,22 @@ def test_a_band_warning_decisively_reversed_is_turned_round_at_its_cut(
     assert new.claim.condition == BAND_WARNING.condition
     assert new.claim.effect == pytest.approx(1 / 12)
     assert new.content.startswith("When gas is above 31.2 gwei, do swap because negative ")
+
+
+def test_a_claim_is_not_confirmed_by_the_episodes_it_was_learned_from(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """The distiller found "swaps lose when gas is above 31.2 gwei" in the first hour's
+    swaps (the newest one it learned from, ``valid_from``, is at 01:20). The lookback still
+    holds them; only the swaps after it are evidence, and they lose as often as any: the
+    false positive is contradicted, never confirmed by the episodes that selected it."""
+    learned = [{**e, "outcome": "negative", "gain": -5.0}  # 20 losing swaps, 01:00-01:19
+               for e in _gas_swaps(hour(1), 20, 35.0, 1)]
+    warning = put(g, category=Category.WARNING, claim=BAND_WARNING, content=BAND_SENTENCE,
+                  confidence=0.8, valid_from=hour(1) + 19 * 60_000)
+    write(g, learned + _gas_swaps(hour(2), 21, 35.0, 3))
+    clock.set(hour(3))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["wrong"] == 1 and counts["right"] == 0
+    after = get(g, warning.id)
+    assert (after.validated_count, after.contradicted_count) == (0, 21)
+    assert after.claim is not None and after.claim.support == BAND_WARNING.support + 21
