@@ -36,7 +36,7 @@ from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
-from grimoire.feeds.sim_market import GAS_UNITS
+from grimoire.feeds.sim_market import GAS_UNITS, in_hours
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic_types import EntryFilter
@@ -171,6 +171,53 @@ def _complement_test(rule: Any, bad: bool) -> Test:
     return test
 
 
+def _outcome_part_test(rule: Any, bad: bool) -> Test:
+    """An outcome rule moves the outcome rate of any part of its condition the same way.
+
+    The simulator draws an action's outcome negative with the rule's rate q when the action
+    meets the rule's condition C (action, pair, *true* regime, strategy, hours) and with the
+    base rate b otherwise (``SimFeed._negative_rate``); which action, pair and size a
+    strategy draws does not depend on the regime or the hour (``SimFeed._action``). So for a
+    condition C' made of some of C's terms, P(negative | C') = b + (q − b)·P(C | C'), and
+    the population the distiller compares it with (every rated action, or the action's
+    own for a condition on one) is wider than C', so P(C | C') > P(C | population)
+    whenever C' leaves anything out: C' loses more often than its population when q > b
+    (less often when q < b). For slippage_evening (q = 0.85 for weth-usdc-lp rebalances
+    in bear, b = 0.35) "rebalances lose more often" follows with a gap of 0.5·P(bear) ×
+    (1 − the rebalances' share): the planted lead-lag forces bear after 85% of replicant
+    reports, and the Markov chain with that push spends about half its ticks in bear
+    (≈0.49 stationary; 58–66% of the 2,000 ticks of seeds 1–3), so rebalances lose
+    ≈0.35 + 0.5·0.5 ≈ 60% against ≈40% for all actions: true of the world, not spurious.
+    An hour window must overlap the rule's hours, and one term at least must be the
+    rule's own (a tool or chain alone restricts nothing)."""
+    own = {"action": rule.action, "token_pair": rule.token_pair,
+           "regime": None if rule.regime is None else rule.regime.value}
+
+    def overlaps(window: Any) -> bool:
+        if rule.hours is None:
+            return False
+        if not isinstance(window, list) or len(window) != 2:
+            return False
+        start, end = int(window[0]), int(window[1])
+        hours = {(start + k) % 24 for k in range((end - start) % 24 or 24)}
+        return any(in_hours(h, rule.hours) for h in hours)
+
+    def test(c: Claim) -> bool:
+        cond = c.condition
+        if not c.target.startswith("outcome:") or set(cond) - {*own, "hour_window", "tool",
+                                                               "chain"}:
+            return False
+        if not any(k in own for k in cond):
+            return False
+        if any(k in own and own[k] != v for k, v in cond.items()):
+            return False
+        if "hour_window" in cond and not overlaps(cond["hour_window"]):
+            return False
+        worse = (c.target == "outcome:negative_rate") == (c.direction == "higher")
+        return worse == bad and (rule.strategy is None or c.strategy in (rule.strategy, None))
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -227,6 +274,7 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
             if rate != scenario.base_negative_rate:
                 effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate))
                 effects.append(_complement_test(r, rate > scenario.base_negative_rate))
+                effects.append(_outcome_part_test(r, rate > scenario.base_negative_rate))
     return named, effects, old
 
 
