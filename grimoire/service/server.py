@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grimoire.afterwards import answering
 from grimoire.errors import GrimoireError, StoreError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.service.api import METHODS, dispatch, suggest
@@ -335,12 +336,15 @@ class Server:
                     return  # shutting down: a request not yet started is not started
                 conn.busy = True
             try:
-                response = self._handle_line(line)
+                # Work a method leaves for after its answer (``grimoire.afterwards``: retrieve's
+                # log hand-off) runs when this block ends: once the answer is sent, or failed to.
+                with answering():
+                    response = self._handle_line(line)
+                    if response is not None:
+                        self._send(sock, response)
             finally:
                 with self._lock:
                     conn.busy = False
-            if response is not None:
-                self._send(sock, response)
             if self._stopping:
                 return
 
