@@ -58,6 +58,7 @@ from grimoire.clock import FrozenClock  # noqa: E402
 from grimoire.config import Config  # noqa: E402
 from grimoire.embed import FastEmbedEmbedder, HashEmbedder  # noqa: E402
 from grimoire.ids import new_id  # noqa: E402
+from grimoire.memory import limit_malloc_arenas  # noqa: E402
 from grimoire.mentions import index_new_entries, record_episode_mentions  # noqa: E402
 from grimoire.records import (  # noqa: E402
     Category,
@@ -73,6 +74,7 @@ from grimoire.records import (  # noqa: E402
 from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue  # noqa: E402
 from grimoire.retrieval.stages.writes import drain  # noqa: E402
 from grimoire.service.client import Client  # noqa: E402
+from grimoire.service.daemon import MALLOC_ARENAS, freeze_startup_objects  # noqa: E402
 from grimoire.service.server import Server  # noqa: E402
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind  # noqa: E402
 
@@ -196,9 +198,14 @@ def params(i: int) -> dict[str, Any]:
 
 
 def serve_forever(root: Path, sock: Path, now: int) -> None:
-    """--serve mode: this process is the daemon: open the store, serve until stdin closes."""
+    """--serve mode: this process is the daemon: open the store, serve until stdin closes.
+
+    As ``grimoire run`` does: glibc's arenas capped before the model's threads allocate,
+    and what opening the store built frozen out of the cyclic collector's walks."""
+    limit_malloc_arenas(MALLOC_ARENAS)
     clock = FrozenClock(now)
     with Grimoire.open(root, config=Config(), clock=clock, embedder=FastEmbedEmbedder()) as g:
+        freeze_startup_objects()
         loop = asyncio.new_event_loop()
         server = Server(g, sock)
         loop.run_until_complete(server.start())

@@ -104,18 +104,23 @@ def test_a_model_that_is_not_installed_is_refused_offline(tmp_path: Path) -> Non
 
 
 def test_lean_session_matches_the_default_one(real_embedder: FastEmbedEmbedder) -> None:
-    """The session runs without an arena or spinning threads; its vectors equal a default
-    fully optimised session's (same tokenizer and pooling): the memory settings change
-    nothing in the output."""
+    """The session runs without an arena or spinning threads, on the int8-weight rewrite
+    of the shipped model (grimoire/int8_graph.py); its vectors agree with a default fully
+    optimised session's on the file as shipped (same tokenizer and pooling): short, long
+    and truncated texts, cosine >= 0.999 (the rewrite quantises activations to int8)."""
     import onnxruntime as ort
 
     inner = real_embedder._model.model
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    reference = ort.InferenceSession(inner.model._model_path, sess_options=options,
+    assert real_embedder.model_path is not None
+    reference = ort.InferenceSession(str(real_embedder.model_path), sess_options=options,
                                      providers=["CPUExecutionProvider"])
     texts = ["gas spiked to 180 gwei during the bridge congestion",
-             "the swap reverted: slippage above 2% on the USDC/WETH pool " * 4, "ok"]
+             "the swap reverted: slippage above 2% on the USDC/WETH pool " * 4, "ok",
+             "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+             "What did Melanie paint recently?", "liquidity " * 600,
+             " ".join(f"note {i}: the validator set rotated at epoch {i * 7}" for i in range(40))]
     lean = real_embedder.embed(texts)
     session, inner.model = inner.model, reference
     try:
@@ -123,4 +128,45 @@ def test_lean_session_matches_the_default_one(real_embedder: FastEmbedEmbedder) 
     finally:
         inner.model = session
     assert session is not reference
-    assert np.abs(lean - folded).max() < 1e-6
+    cosines = (lean * folded).sum(axis=1)
+    assert cosines.min() >= 0.999, cosines
+
+
+def test_int8_rewrite_keeps_every_weight_int8() -> None:
+    """Every dequantise-then-MatMul of the shipped model becomes an 8-bit MatMulNBits and
+    both embedding lookups gather int8 rows; nothing of the pattern is left (a second pass
+    finds none), and the dequantised weights equal the original ones exactly."""
+    from grimoire import int8_graph as g
+    from grimoire.embed import _bundled_onnx
+
+    original = _bundled_onnx().read_bytes()
+    rewritten = g.rewrite_int8_weights(original)
+    assert rewritten is not None
+    assert g.rewrite_int8_weights(rewritten) is None
+
+    def graph(model: bytes) -> tuple[list[g._Node], dict[str, g._Tensor]]:
+        fields = g._fields(memoryview(model))
+        body = next(v for n, _, v, _ in fields if n == g._MODEL_GRAPH)
+        items = g._fields(body)
+        return ([g._parse_node(v) for n, _, v, _ in items if n == g._GRAPH_NODE],
+                {t.name: t for t in (g._parse_tensor(v) for n, _, v, _ in items
+                                     if n == g._GRAPH_INIT)})
+
+    nodes, tensors = graph(rewritten)
+    old_nodes, old_tensors = graph(original)
+    ops = [n.op for n in nodes]
+    assert ops.count("MatMulNBits") == 36 and "Cast" in ops
+    assert not any(t.dtype == g._FLOAT and len(t.dims) == 2 and min(t.dims) > 2
+                   for t in tensors.values())  # no float weight matrix left
+    node = next(n for n in nodes if n.op == "MatMulNBits")
+    w, s = tensors[node.inputs[1]], tensors[node.inputs[2]]
+    prefix = node.inputs[1].removesuffix("_nbits_w")
+    q, scale = old_tensors[prefix], old_tensors[prefix.removesuffix("_q") + "_scale"]
+    assert w.raw is not None and s.raw is not None and q.raw is not None and scale.raw is not None
+    k, n = q.dims
+    codes = np.frombuffer(w.raw, np.uint8).reshape(n, -1)[:, :k].astype(np.float32) - 128
+    scales = np.frombuffer(s.raw, np.float32).reshape(n, -1)[:, :1]
+    expected = (np.frombuffer(q.raw, np.int8).reshape(k, n).astype(np.float32)
+                * np.frombuffer(scale.raw, np.float32).reshape(1, n))
+    np.testing.assert_array_equal((codes * scales).T, expected)
+    assert len([n for n in old_nodes if n.op == "MatMul"]) == 48

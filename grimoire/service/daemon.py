@@ -27,6 +27,7 @@ by a crash may be ingested twice: at least once, never lost).
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import signal
@@ -386,6 +387,19 @@ def resolve_paths(config: Config) -> Config:
     return config.replace(**changes)
 
 
+def freeze_startup_objects() -> None:
+    """Move what opening the stores allocated out of the cyclic collector's reach.
+
+    The modules, the model's wrappers, the stores' caches and the config are built once
+    and live as long as the daemon. Left tracked, every full collection walks all of
+    them (~180k objects on a 10k-episode store: ~0.26 s each, about once per 200
+    retrieves, felt by whichever call triggers it). ``gc.freeze`` after one collection
+    puts them in the permanent generation; garbage made later is collected as before.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
     started = time.monotonic()
@@ -414,6 +428,7 @@ def run_daemon(config: Config) -> int:
         g.context.events.simulated = isinstance(clock, AcceleratedClock)
         feed = open_feed(config, g)
         daemon = Daemon(g, feed, config)
+        freeze_startup_objects()
         log.info("daemon.opened", seconds=round(time.monotonic() - started, 3))
         try:
             code = asyncio.run(daemon.run(signals))

@@ -6,11 +6,13 @@ accepts; each connection is served by its own thread, which reads, dispatches
 and writes with blocking calls. A request thus costs the two wake-ups of the
 transport itself and no more: with the loop reading and writing and a pool
 thread dispatching, every request also crossed threads twice (loop → pool →
-loop: a queue hand-off, a self-pipe wake-up, the loop's callbacks), which on a
-loaded 2-core machine cost retrieve ~0.3-0.4 ms and health's round trip
-0.69 → 0.43 ms (scripts/bench_retrieval.py, issue 15). A connection runs one
-request at a time either way, so a thread per connection (at most
-``max_connections``) is what the pool's worker per connection was.
+loop: a queue hand-off, a self-pipe wake-up, the loop's callbacks). Measured on
+the shared 2-core machine (issue 15; two daemons on copies of one store, calls
+interleaved): health's round trip 0.70-0.73 → 0.38-0.42 ms; py-spy of the old
+daemon showed the loop thread waking in epoll and the pool thread in
+``_write_to_self`` on every request. A connection runs one request at a time
+either way, so a thread per connection (at most ``max_connections``) is what
+the pool's worker per connection was.
 Security: the socket's directory is owner-only and the socket 0600 (made
 under a restrictive umask, so there is no window where it is wider), the
 peer's uid is checked with SO_PEERCRED, request size, connection count and
