@@ -218,6 +218,39 @@ def _outcome_part_test(rule: Any, bad: bool) -> Test:
     return test
 
 
+def _band_outcome_test(rule: Any, bad: bool, metric: str, higher_in_regime: bool) -> Test:
+    """A band of a metric the rule's regime multiplies moves the rule's action's outcomes.
+
+    The simulator draws each metric as a lognormal around level × the *true* regime's
+    multiplier (``sim_market.step_market``), so the metric's distribution in the rule's
+    regime is the others' scaled up (down): its top third holds more (fewer) of that
+    regime's ticks than the whole run does, its bottom third fewer (more). Outcomes follow
+    the true regime (``SimFeed._negative_rate``), so by the part-of-condition argument
+    (``_outcome_part_test``) the rule's action in the band the regime crowds into loses
+    more often when the rule loses more (and wins more often in the other band). In the
+    default scenario (swaps on WETH/USDC lose 80% in high_vol, slippage ×1.8 there) seed 3
+    shows it: swaps at slippage ≤ 12.1 bps are positive 69% of the time (6% of them in
+    high_vol) against 42% above it (61% in high_vol). A true effect of the world, and an
+    observable one where the regime is only estimated; not spurious. The criterion for
+    "the regime multiplies the metric" is the regime-effect one of ``planted_of``."""
+    own = {"action": rule.action, "token_pair": rule.token_pair}
+
+    def test(c: Claim) -> bool:
+        cond = c.condition
+        band = cond.get("metric_band")
+        if (not c.target.startswith("outcome:") or not isinstance(band, list | tuple)
+                or len(band) != 2 or band[0] != metric or rule.action is None
+                or cond.get("action") != rule.action
+                or set(cond) - {"metric_band", *own, "tool", "chain"}
+                or any(k in own and own[k] != v for k, v in cond.items())):
+            return False
+        crowded = (band[1] == "upper") == higher_in_regime
+        worse = (c.target == "outcome:negative_rate") == (c.direction == "higher")
+        return (worse == (bad == crowded)
+                and (rule.strategy is None or c.strategy in (rule.strategy, None)))
+    return test
+
+
 def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Test]]:
     """The scenario's named regularities (recall is over these), the effects its regime
     multipliers plant (true, so not spurious, but not counted for recall), and the rules
@@ -275,6 +308,18 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
                 effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate))
                 effects.append(_complement_test(r, rate > scenario.base_negative_rate))
                 effects.append(_outcome_part_test(r, rate > scenario.base_negative_rate))
+                if r.regime is None:
+                    continue
+                for metric, mult in _MULTS.items():
+                    values = {g: getattr(p, mult) for g, p in scenario.regime_params.items()}
+                    mine = values[r.regime]
+                    others = sorted(v for g, v in values.items() if g is not r.regime)
+                    rests = (sum(others) / len(others), statistics.median(others)) \
+                        if others else ()
+                    if rests and all(abs(mine - rest) >= 0.1 * rest for rest in rests) and \
+                            len({mine > rest for rest in rests}) == 1:
+                        effects.append(_band_outcome_test(
+                            r, rate > scenario.base_negative_rate, metric, mine > rests[0]))
     return named, effects, old
 
 
