@@ -1,9 +1,10 @@
 """Where retrieval's per-query work goes: off the caller's path, and not repeated.
 
 Each test pins one mechanism of issue 15's retrieval work by its behaviour (never by
-timing): the log write is deferred until the answer has gone but never makes a waiter
-wait; the log's rounding and baseline are computed from the handed-over breakdowns; the
-keyword and graph backends run as one job in the read pool.
+timing): the log write is deferred until the answer has gone (over the socket it is not
+even handed to a thread before) but never makes a waiter wait; the log's rounding and
+baseline are computed from the handed-over breakdowns; the keyword and graph backends run
+as one job in the read pool.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from grimoire import Grimoire
+from grimoire.afterwards import answering, later
 from grimoire.clock import FrozenClock
 from grimoire.retrieval.stages import sources, writes
 from grimoire.retrieval.stages.log import LogJob, logged
@@ -103,3 +105,45 @@ def test_close_lands_a_deferred_log_write(tmp_path: Path,
         rid = grimoire.retrieve(query="gas")["retrieval_id"]
     with open_grimoire(tmp_path / "data", clock) as reopened:
         assert reopened.context.semantic.get_retrieval(rid) is not None
+
+
+def test_over_the_socket_the_log_hand_off_waits_for_the_answer(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``answering()`` (the socket server's block around one request and its answer)
+    the log write is registered at once but reaches the pool only when the block ends; a
+    waiter inside the block (the same thread) starts it instead of deadlocking."""
+    started: list[Any] = []
+    real_pool = writes._pool()
+
+    class Recorder:
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            started.append(fn)
+            return real_pool.submit(fn, *args)
+
+    monkeypatch.setattr(writes, "_pool", lambda: Recorder())
+    with answering():
+        rid = g.retrieve(query="gas on base", k=3)["retrieval_id"]
+        assert started == []  # held: no thread woken while the answer is on its way
+        assert rid in writes._pending(g.context)  # but a waiter already finds it
+    assert len(started) == 1
+    writes.wait(g.context, rid)
+    assert g.context.semantic.get_retrieval(rid) is not None
+
+    with answering():
+        rid = g.retrieve(query="swap slippage", k=3)["retrieval_id"]
+        writes.wait(g.context, rid)  # would block for ever if it waited for the block's end
+        assert g.context.semantic.get_retrieval(rid) is not None
+    assert len(started) == 2  # started once, by the waiter
+
+
+def test_answering_runs_held_work_after_the_block_even_when_it_fails() -> None:
+    ran: list[str] = []
+    assert later(lambda: ran.append("x")) is False  # no request being answered: not held
+    with pytest.raises(RuntimeError), answering():
+        assert later(lambda: ran.append("a"))
+        assert later(lambda: 1 / 0)  # logged, never raised: the next one still runs
+        assert later(lambda: ran.append("b"))
+        assert ran == []
+        raise RuntimeError("the answer could not be sent")
+    assert ran == ["a", "b"]
+    assert later(lambda: None) is False

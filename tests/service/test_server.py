@@ -215,6 +215,19 @@ def test_retrieve_over_the_socket_explains_only_when_asked(served: ServerThread)
     assert full["items"][0]["backend_ranks"]
 
 
+def test_a_retrieval_answered_over_the_socket_can_be_reported_at_once(
+        served: ServerThread, g: Grimoire) -> None:
+    """The log write is handed off after the answer is sent, but registered before it: an
+    outcome reported at once, on another connection, finds its retrieval."""
+    with Client(served.path) as one, Client(served.path) as other:
+        one.call("episode.write", {"text": "gas spiked to 90 gwei on base"})
+        for _ in range(5):
+            rid = one.call("retrieve", {"query": "gas on base"})["retrieval_id"]
+            assert other.call("outcome.report", {"retrieval_id": rid,
+                                                 "outcome": "positive"})["updated"] >= 0
+    assert g.context.semantic.get_retrieval(rid) is not None
+
+
 def test_client_without_a_daemon_says_so(sock_dir: Path) -> None:
     with pytest.raises(ProtocolError, match="is `grimoire run` running"):
         Client(sock_dir / "none.sock").call("health")

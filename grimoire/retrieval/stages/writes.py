@@ -6,8 +6,10 @@ log row that ``outcome.report`` will look up, and in deciding mode the
 access bookkeeping of what it served — is handed to one small background
 thread that queues it on the writer with ``call_batched``, so concurrent
 retrievals share one transaction and one fsync. Measured cost on the
-caller's path: one ``Executor.submit`` (tens of µs). The hand-off waits
-``DEFER_S`` first, so the write does not compete with the answer on its way out.
+caller's path: one ``Executor.submit`` (tens of µs); over the socket even
+that waits until the answer is sent (``grimoire.afterwards``). The hand-off
+waits ``DEFER_S`` first, so the write does not compete with the answer on its
+way out.
 
 A read-only Grimoire (``ctx.read_only``) writes nothing: ``submit`` skips
 the job (a done future), so the retrieval is answered and not logged.
@@ -29,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from grimoire.afterwards import later
 from grimoire.context import Context
 from grimoire.errors import BusyError
 from grimoire.logs import get_logger
@@ -39,6 +42,7 @@ log = get_logger(__name__)
 
 _PENDING = "retrieval.pending"  # ctx.extras key: {key: Future}
 _HURRY = "retrieval.hurry"  # ctx.extras key: {key: Event} that ends a pending write's delay
+_STARTS = "retrieval.starts"  # ctx.extras key: {key: start()} of writes held for an answer
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 # A few threads, so that writes of concurrent retrievals reach the writer queue together
@@ -80,6 +84,14 @@ def _hurries(ctx: Context) -> dict[str, threading.Event]:
         return found
 
 
+def _starts(ctx: Context) -> dict[str, Callable[[], None]]:
+    """Under ``ctx.state_lock``."""
+    found: dict[str, Callable[[], None]] | None = ctx.extras.get(_STARTS)
+    if found is None:
+        found = ctx.extras[_STARTS] = {}
+    return found
+
+
 def submit(ctx: Context, key: str, batch_key: str, payload: Any,
            handler: Callable[[Sequence[Any]], Sequence[Any]]) -> Future[Any]:
     """Queue ``handler([payload, …])`` on the writer (batched by ``batch_key``); don't wait.
@@ -94,20 +106,55 @@ def submit(ctx: Context, key: str, batch_key: str, payload: Any,
     delay = DEFER_S
     hurry = threading.Event()  # set by ``wait``: someone needs this write now
 
-    def run() -> Any:
-        hurry.wait(delay)  # let the caller's answer go out first (see DEFER_S)
-        return ctx.writer.call_batched(batch_key, payload, handler)
+    future: Future[Any] = Future()
 
-    future = _pool().submit(run)
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            hurry.wait(delay)  # let the caller's answer go out first (see DEFER_S)
+            result = ctx.writer.call_batched(batch_key, payload, handler)
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    once = threading.Lock()
+
+    def start() -> None:
+        """Hand ``run`` to the pool (once: after the answer, or earlier from ``wait``)."""
+        if not once.acquire(blocking=False):
+            return
+        try:
+            _pool().submit(run)
+        except BaseException as exc:  # the pool is shut down (interpreter exit)
+            future.set_exception(exc)
+
     with ctx.state_lock:
         pending[key] = future
         hurries[key] = hurry
+    # Registered first, so ``wait`` finds the write even before it is started; started
+    # after the socket answer is sent when there is one (``grimoire.afterwards``: waking a
+    # pool thread here cost the answer a context switch), else now, as before.
+    if later(start):
+        with ctx.state_lock:
+            _starts(ctx)[key] = start
+    else:
+        once.acquire()
+        try:
+            _pool().submit(run)
+        except BaseException:  # a shut-down pool: the caller gets the error, as before
+            with ctx.state_lock:
+                pending.pop(key, None)
+                hurries.pop(key, None)
+            raise
 
     def done(f: Future[Any]) -> None:
         with ctx.state_lock:
             if pending.get(key) is f:
                 del pending[key]
                 hurries.pop(key, None)
+                _starts(ctx).pop(key, None)
         exc = f.exception()
         if exc is not None:
             log.error("retrieval.log.failed", key=key, error=str(exc),
@@ -125,6 +172,10 @@ def wait(ctx: Context, key: str, timeout_s: float = 30.0) -> None:
     hurry = _hurries(ctx).get(key)
     if hurry is not None:
         hurry.set()
+    with ctx.state_lock:
+        start = ctx.extras.get(_STARTS, {}).get(key)
+    if start is not None:  # still held for after an answer (maybe this thread's): start it
+        start()
     try:
         future.result(timeout=timeout_s)
     except FutureTimeout:
