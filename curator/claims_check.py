@@ -69,6 +69,7 @@ __all__ = [
     "midpoint_verdict",
     "reference_level",
     "reversal",
+    "stratified_level",
 ]
 
 Mask = npt.NDArray[np.bool_]
@@ -325,7 +326,8 @@ def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
 
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
                 max_predictions: int = 1, level: float | None = None,
-                reference: EpisodeWindow | None = None) -> Verdict | None:
+                reference: EpisodeWindow | None = None,
+                strata: Sequence[str] = ()) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided.
 
@@ -334,7 +336,12 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     learned: "gas is 6 gwei between 02:00 and 04:00 (vs 24)" is right when gas there still
     sits at least half of its 18-gwei gap below the level at the other hours now, whatever
     the market's level did since. The verdict also carries ``against_rest``: how far the condition's
-    episodes lie on the other side of the rest of ``window`` (decides reversals)."""
+    episodes lie on the other side of the rest of ``window`` (decides reversals).
+
+    An hour-of-day claim is judged within ``strata`` (``distiller.hour_strata``, as it was
+    learned): each new episode of the window is compared with the level outside the window
+    in its own stratum (its regime), so that a day whose afternoon fell in a calm regime
+    is not taken for an afternoon that stopped being busy (direct standardisation)."""
     mask = claim_mask(window, claim)
     if mask is None:
         return None
@@ -350,6 +357,10 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
         n = int(values.size)
         level_outside = reference_level(reference if reference is not None else window,
                                         claim, min_support)
+        if level_outside is not None and values.size:
+            level_outside = stratified_level(
+                reference if reference is not None else window, window, claim, rows,
+                strata, min_support, level_outside)
         rest_level = reference_level(window, claim, min_support)
         log_p_against = against_rest(window, claim, mask)
     elif claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
@@ -405,6 +416,37 @@ def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> fl
         return None
     outside = column[_scope(window, claim) & ~mask & ~np.isnan(column)]
     return float(outside.mean()) if outside.size >= max(1, min_support) else None
+
+
+def stratified_level(reference: EpisodeWindow, window: EpisodeWindow, claim: Claim,
+                     rows: Mask, strata: Sequence[str], min_support: int,
+                     overall: float) -> float:
+    """The level outside an hour-of-day claim's window expected for ``rows`` of ``window``
+    given their strata: the mean, over those rows, of the level outside the condition in
+    ``reference`` among episodes of the same stratum (``overall`` for a stratum with fewer
+    than ``min_support`` such episodes). ``overall`` itself for any other claim, or one that
+    names a stratum attribute (its episodes share one stratum)."""
+    names = [n for n in strata if n in _ATTRIBUTES]
+    kind, _, name = claim.target.partition(":")
+    column = reference.metrics.get(name) if kind == "metric" else None
+    if (not names or column is None or "hour_window" not in claim.condition
+            or any(n in claim.condition for n in names)):
+        return overall
+    mask = claim_mask(reference, claim)
+    if mask is None:
+        return overall
+    outside = _scope(reference, claim) & ~mask & ~np.isnan(column)
+    ref_keys = list(zip(*(reference.attrs[n] for n in names), strict=True))
+    sums: dict[tuple[Any, ...], list[float]] = {}
+    for i in np.flatnonzero(outside):
+        acc = sums.setdefault(ref_keys[i], [0.0, 0.0])
+        acc[0] += float(column[i])
+        acc[1] += 1.0
+    levels = {key: total / count for key, (total, count) in sums.items()
+              if count >= max(1, min_support)}
+    keys = list(zip(*(window.attrs[n] for n in names), strict=True))
+    expected = [levels.get(keys[i], overall) for i in np.flatnonzero(rows)]
+    return float(np.mean(expected)) if expected else overall
 
 
 def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:

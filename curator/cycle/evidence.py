@@ -346,7 +346,8 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Epis
         return verdict
     if claim.target.startswith("metric:") and "episodes" not in pools:
         pools["episodes"] = _episode_pool(cy)
-    return judge_claim(window, claim, min_support, max_votes, reference=pools.get("episodes"))
+    return judge_claim(window, claim, min_support, max_votes, reference=pools.get("episodes"),
+                       strata=cfg.distiller.hour_strata)
 
 
 def _after(pools: dict[str, EpisodeWindow], name: str, window: EpisodeWindow, learned: int,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from curator.distiller.features import Mask, Table, build_table
+from curator.distiller.features import ATTRIBUTES, Mask, Table, build_table
 from curator.distiller.match import Against, find_against, match_claims
 from curator.distiller.scan import Hypothesis, scan
 from curator.distiller.select import select
@@ -97,6 +97,10 @@ def _check(cfg: DistillerConfig) -> None:
         raise ValidationError("must be at least 2", field="distiller.min_support")
     if cfg.min_effect < 0 or cfg.min_rate_gap < 0:
         raise ValidationError("must be >= 0", field="distiller.min_effect")
+    unknown = sorted(set(cfg.hour_strata) - set(ATTRIBUTES))
+    if unknown:
+        raise ValidationError(f"unknown attributes {unknown}; choose from {list(ATTRIBUTES)}",
+                              field="distiller.hour_strata")
 
 
 def _claim(h: Hypothesis, strategy: str | None, band_cut: float | None) -> Claim:

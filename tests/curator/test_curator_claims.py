@@ -154,6 +154,36 @@ def test_metric_claim_right_wrong_and_undecided() -> None:
     assert verdict is not None and verdict.right is None and verdict.n == 2
 
 
+def test_an_hour_claim_is_judged_within_regimes() -> None:
+    """Gas claimed dear at 12-15 (60 vs 30). The lookback's other hours sit at 30 in
+    sideways and 10 in low_vol; today's afternoon fell in low_vol at 28: still 18 above
+    its regime's other hours, so right within regimes (midpoint 10 + 15), though below
+    the raw midpoint (20 + 15). An afternoon at its regime's level is wrong either way."""
+    claim = Claim({"hour_window": [12, 15]}, "metric:gas_gwei", "higher", 60.0, 30.0, 40)
+    others = [ep(gas_obs(hour(h), 30.0)) for h in (1, 3, 5, 7, 9, 17)] + [
+        ep(gas_obs(hour(h), 10.0, regime="low_vol")) for h in (18, 19, 20, 21, 22, 23)]
+
+    def judged(level: float, strata: tuple[str, ...]) -> bool | None:
+        today = [ep(gas_obs(hour(12 + i / 2, day=1), level, regime="low_vol"))
+                 for i in range(6)]
+        verdict = judge_claim(EpisodeWindow.of(today), claim, 3, 10,
+                              reference=EpisodeWindow.of(others + today), strata=strata)
+        assert verdict is not None
+        return verdict.right
+
+    assert judged(28.0, ("regime",)) is True
+    assert judged(28.0, ()) is False
+    assert judged(11.0, ("regime",)) is False
+    # a claim that names the regime is its own stratum: judged as before, against all the
+    # episodes outside its condition
+    inside = Claim({"hour_window": [12, 15], "regime": "low_vol"}, "metric:gas_gwei",
+                   "higher", 60.0, 30.0, 40)
+    today = [ep(gas_obs(hour(12 + i / 2, day=1), 28.0, regime="low_vol")) for i in range(6)]
+    verdict = judge_claim(EpisodeWindow.of(today), inside, 3, 10,
+                          reference=EpisodeWindow.of(others + today), strata=("regime",))
+    assert verdict is not None and verdict.reference == 20.0
+
+
 def test_outcome_rate_claim_counts_only_rated_matching_actions() -> None:
     """The claim is eth-dca's (swaps carry that strategy): rated swaps in high_vol count."""
     losing = [ep(swap(hour(1 + i), "negative")) for i in range(3)] + [

@@ -306,6 +306,51 @@ def test_planted_regularities_survive_autocorrelated_noise() -> None:
     assert op.evidence["variance_inflation"] >= 1.0
 
 
+REGIME_GAS = {"bull": 1.3, "bear": 1.2, "sideways": 1.0, "high_vol": 1.8, "low_vol": 0.7,
+              "crisis": 2.5}
+
+
+def with_regime_gas(episodes: list[Episode], hours: tuple[int, int] | None = None,
+                    lift: float = 1.0) -> list[Episode]:
+    """Gas scaled by the regime (6-hour blocks: slow swings), and by ``lift`` in ``hours``."""
+    out = []
+    for e in episodes:
+        gas = e.metrics["gas_gwei"] * REGIME_GAS[e.regime.value if e.regime else "sideways"]
+        if hours is not None and hours[0] <= (e.timestamp // HOUR) % 24 < hours[1]:
+            gas *= lift
+        out.append(dataclasses.replace(e, metrics={**e.metrics, "gas_gwei": gas}))
+    return out
+
+
+def test_an_hour_window_is_found_through_regime_swings() -> None:
+    """Five days in which the regime moves gas for hours at a time: the raw levels bury a
+    ×1.6 window at 12:00-15:00 under that variance (and its autocorrelation); the window
+    compared within each regime (distiller.hour_strata) stands out."""
+    episodes = with_regime_gas(make_episodes(2, days=5), (12, 15), 1.6)
+    ops = distill(episodes, [], CFG, strategy=None)
+    windows = [op.claim for op in ops if "hour_window" in op.claim.condition]
+    assert [(c.target, c.direction, c.condition) for c in windows] == [
+        ("metric:gas_gwei", "higher", {"hour_window": [12, 15]})]
+    op = only(ops, claim=windows[0])
+    assert op.evidence["test"] == "stratified_welch_t+mann_whitney"
+    # the claim keeps the raw levels: what the owner sees at those hours
+    cell = [e.metrics["gas_gwei"] for e in episodes if 12 <= (e.timestamp // HOUR) % 24 < 15]
+    assert op.claim.effect == pytest.approx(float(np.mean(cell)))
+    raw = dataclasses.replace(CFG, hour_strata=[])
+    assert not [op for op in distill(episodes, [], raw, strategy=None)
+                if "hour_window" in op.claim.condition]
+
+
+@pytest.mark.parametrize("seeds", [range(70, 76), pytest.param(range(76, 100),
+                                                               marks=pytest.mark.slow)])
+def test_regime_swings_alone_give_no_hour_window(seeds: range) -> None:
+    """The stratified test keeps its level: regimes that move gas (a true effect of the
+    regime) and no clock effect yield no hour-of-day finding."""
+    for seed in seeds:
+        ops = distill(with_regime_gas(make_episodes(seed, days=5)), [], CFG, strategy=None)
+        assert not [op.content for op in ops if "hour_window" in op.claim.condition], seed
+
+
 def test_small_batches_of_noise_yield_nothing() -> None:
     """Few episodes make many tiny cells; they must not turn into rules."""
     for seed in range(10):
@@ -441,3 +486,5 @@ def test_bad_config_is_refused_with_the_field_named() -> None:
 
     with pytest.raises(ValidationError, match=r"distiller\.alpha"):
         distill([], [], DistillerConfig(alpha=0.0), strategy=None)
+    with pytest.raises(ValidationError, match=r"distiller\.hour_strata"):
+        distill([], [], DistillerConfig(hour_strata=["weather"]), strategy=None)
