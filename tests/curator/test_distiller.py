@@ -306,6 +306,7 @@ def test_planted_regularities_survive_autocorrelated_noise() -> None:
     assert op.evidence["variance_inflation"] >= 1.0
 
 
+STRATIFIED = dataclasses.replace(CFG, hour_strata=["regime"])
 REGIME_GAS = {"bull": 1.3, "bear": 1.2, "sideways": 1.0, "high_vol": 1.8, "low_vol": 0.7,
               "crisis": 2.5}
 
@@ -327,7 +328,7 @@ def test_an_hour_window_is_found_through_regime_swings() -> None:
     ×1.6 window at 12:00-15:00 under that variance (and its autocorrelation); the window
     compared within each regime (distiller.hour_strata) stands out."""
     episodes = with_regime_gas(make_episodes(2, days=5), (12, 15), 1.6)
-    ops = distill(episodes, [], CFG, strategy=None)
+    ops = distill(episodes, [], STRATIFIED, strategy=None)
     windows = [op.claim for op in ops if "hour_window" in op.claim.condition]
     assert [(c.target, c.direction, c.condition) for c in windows] == [
         ("metric:gas_gwei", "higher", {"hour_window": [12, 15]})]
@@ -347,7 +348,8 @@ def test_regime_swings_alone_give_no_hour_window(seeds: range) -> None:
     """The stratified test keeps its level: regimes that move gas (a true effect of the
     regime) and no clock effect yield no hour-of-day finding."""
     for seed in seeds:
-        ops = distill(with_regime_gas(make_episodes(seed, days=5)), [], CFG, strategy=None)
+        ops = distill(with_regime_gas(make_episodes(seed, days=5)), [], STRATIFIED,
+                      strategy=None)
         assert not [op.content for op in ops if "hour_window" in op.claim.condition], seed
 
 
