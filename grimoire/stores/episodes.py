@@ -64,6 +64,7 @@ from grimoire.memory import release_free_memory
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes_index import (
     EpisodeFilter,
+    EpisodeIds,
     EpisodeIndex,
     QuantizedRows,
     Snapshot,
@@ -219,7 +220,7 @@ class EpisodeStore:
             for ep in batch:
                 if ep.id in seen:
                     raise ValidationError(f"duplicate id {ep.id!r} in the batch", field="id")
-                if ep.id in self._index.pos_of:
+                if self._index.find(ep.id) is not None:
                     raise ValidationError(f"episode {ep.id!r} already exists", field="id")
                 seen.add(ep.id)
             if not batch:
@@ -328,7 +329,7 @@ class EpisodeStore:
         return self._index.snap.n
 
     def get(self, id: str) -> Episode | None:
-        pos = self._index.pos_of.get(id)
+        pos = self._index.find(id)
         snap = self._index.snap  # read after the lookup: a found id is always below n
         if pos is None or pos >= snap.n:
             return None
@@ -392,13 +393,13 @@ class EpisodeStore:
         snap = self._index.snap
         positions = []
         for id_ in ids:
-            pos = self._index.pos_of.get(id_)
+            pos = self._index.find(id_)
             if pos is None or pos >= snap.n:
                 raise NotFoundError(f"no episode {id_!r}")
             positions.append(pos)
         return snap.rows()[positions]
 
-    def all_vectors(self) -> tuple[list[str], QuantizedRows]:
+    def all_vectors(self) -> tuple[EpisodeIds, QuantizedRows]:
         """(ids, n × dim matrix) of every episode in append order, one snapshot.
 
         The matrix is int8-quantised (``QuantizedRows``): ``matrix @ q`` gives float32
@@ -407,7 +408,7 @@ class EpisodeStore:
         rows = snap.rows()
         rows.codes.flags.writeable = False  # views: the index's own arrays stay writable
         rows.scales.flags.writeable = False
-        return self._index.ids[: snap.n], rows
+        return EpisodeIds(snap), rows
 
     def stats(self) -> dict[str, Any]:
         """Counts, LanceDB fragments/versions, bytes on disk and in memory, last compaction."""

@@ -3,8 +3,8 @@
 Owns, for every episode in the store (flushed or still buffered), in append
 (``seq``) order: the vectors as int8 codes with a float32 scale per row
 (``QuantizedRows``; grown by a quarter), small numpy columns for the prefilters
-(type, regime, strategy, tool, timestamp), the id → position and ref → positions
-maps, and the rows themselves (an Arrow table for flushed rows, plus the buffered
+(type, regime, strategy, tool, timestamp), the id → position lookup (``IdLookup``),
+the ref → positions map, and the rows themselves (an Arrow table for flushed rows, plus the buffered
 ``Episode`` objects and their exact float32 vectors, which the flush writes).
 
 Why int8: at 100k rows the float32 matrix was 147 MiB of the daemon's RSS
@@ -31,9 +31,10 @@ not do I/O or know about LanceDB or SQLite.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Sequence
+import operator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import SupportsIndex, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -42,10 +43,10 @@ import pyarrow.compute as pc
 
 from grimoire.errors import ValidationError
 from grimoire.records import Episode, EpisodeType, Regime, parse_enum
-from grimoire.stores.episodes_schema import episodes_from_arrow
+from grimoire.stores.episodes_schema import ROW_COLUMNS, episodes_from_arrow
 
-__all__ = ["EpisodeFilter", "EpisodeIndex", "QuantizedRows", "Snapshot", "pending_vectors",
-           "quantize"]
+__all__ = ["EpisodeFilter", "EpisodeIds", "EpisodeIndex", "IdLookup", "QuantizedRows",
+           "Snapshot", "pending_vectors", "quantize"]
 
 F32 = npt.NDArray[np.float32]
 I8 = npt.NDArray[np.int8]
@@ -64,6 +65,17 @@ _SLICE_ROWS = 64
 # Rows converted to float32 per step of a product: 1.5 MiB at 384-d, stays in cache
 # (blocks of 2-4k rows were 2-10x slower here, one run under load).
 _BLOCK_ROWS = 1024
+# Ids added since the last merge into the sorted hash array are looked up in a dict; past
+# this many the writer merges them (an O(n) copy of 16 bytes a row, every this many rows).
+_RECENT_IDS = 4096
+_HASH_BATCH = 8192
+_id_hash = hash  # a module attribute so a test can force collisions
+# The flushed rows in memory (``Snapshot.chunks``) leave out the columns this index holds as
+# numpy codes (rebuilt per row read) and store repetitive strings dictionary-encoded: at
+# 100k bench rows the Arrow rows went 24.2 -> 16.1 MiB.
+_HELD = ("seq", "timestamp", "type", "regime", "strategy", "tool", "vector")
+_DICTIONARY = {"outcome": pa.int8(), "importance": pa.int8(), "chain": pa.int32(),
+               "token_pair": pa.int32()}
 
 
 def quantize(vectors: F32) -> tuple[I8, F32]:
@@ -181,7 +193,7 @@ class Snapshot:
     tool_code: npt.NDArray[np.int32]
     timestamp: npt.NDArray[np.int64]
     seq: npt.NDArray[np.int64]
-    chunks: tuple[pa.Table, ...]  # flushed rows, no vector column
+    chunks: tuple[pa.Table, ...]  # flushed rows, without the ``_HELD`` columns
     chunk_starts: tuple[int, ...]
     flushed: int
     pending: tuple[Episode, ...] = field(default=())
@@ -192,6 +204,72 @@ class Snapshot:
         """The first ``n`` vectors."""
         return QuantizedRows(self.codes[: self.n], self.scales[: self.n])
 
+    def id_at(self, pos: int) -> str:
+        """The id of the row at ``pos`` (< n): from its Arrow chunk or the buffered rows."""
+        if pos >= self.flushed:
+            return self.pending[pos - self.flushed].id
+        c = bisect.bisect_right(self.chunk_starts, pos) - 1
+        value = self.chunks[c].column("id")[pos - self.chunk_starts[c]].as_py()
+        assert isinstance(value, str)
+        return value
+
+
+class EpisodeIds(Sequence[str]):
+    """The ids of a snapshot's ``n`` rows in append order, read from its rows on access
+    (no list of 100k strings: ``all_vectors`` callers index a few positions)."""
+
+    __slots__ = ("_snap",)
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    def __len__(self) -> int:
+        return self._snap.n
+
+    @overload
+    def __getitem__(self, key: SupportsIndex) -> str: ...
+    @overload
+    def __getitem__(self, key: slice) -> list[str]: ...
+    def __getitem__(self, key: SupportsIndex | slice) -> str | list[str]:
+        n = self._snap.n
+        if isinstance(key, slice):
+            return [self._snap.id_at(i) for i in range(*key.indices(n))]
+        i = operator.index(key)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("episode position out of range")
+        return self._snap.id_at(i)
+
+    def __iter__(self) -> Iterator[str]:
+        snap = self._snap
+        for chunk in snap.chunks:
+            yield from chunk.column("id").to_pylist()
+        for ep in snap.pending[: snap.n - snap.flushed]:
+            yield ep.id
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EpisodeIds | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class IdLookup:
+    """id → position without a Python string per row: ``hash(id)`` for every merged row,
+    sorted (``hashes``), with the positions in that order; a hit is confirmed against the
+    row's stored id (so a hash collision costs one more comparison, never a wrong row).
+    Rows added since the last merge are in ``recent`` (filled in place by the writer; a
+    merge publishes a new lookup with an empty dict). 16 bytes a row, against ~150 for a
+    list of ids plus a dict (15 MiB at 100k rows); ``hash`` is per process, and the
+    lookup is rebuilt on every open."""
+
+    hashes: npt.NDArray[np.int64]
+    order: npt.NDArray[np.int64]
+    recent: dict[str, int]
+
 
 class EpisodeIndex:
     """See the module docstring. Writer methods: ``add``, ``mark_flushed``."""
@@ -199,10 +277,10 @@ class EpisodeIndex:
     def __init__(self, dim: int, capacity: int = MIN_CAPACITY) -> None:
         self.dim = dim
         capacity = max(MIN_CAPACITY, capacity)
-        self.ids: list[str] = []
-        self.pos_of: dict[str, int] = {}
+        self.lookup = IdLookup(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         self.refs: dict[str, list[int]] = {}
         self._codes: dict[str, dict[str, int]] = {"strategy": {}, "tool": {}}
+        self._names: dict[str, list[str]] = {"strategy": [], "tool": []}  # code -> value
         self.snap = Snapshot(
             n=0,
             codes=np.zeros((capacity, dim), dtype=np.int8),
@@ -226,6 +304,7 @@ class EpisodeIndex:
         table = self._codes[kind]
         code = table.get(value)
         if code is None:
+            self._names[kind].append(value)  # before any row holds the code
             code = table[value] = len(table)
         return code
 
@@ -270,17 +349,28 @@ class EpisodeIndex:
         snap.tool_code[lo:hi] = [self._code("tool", e.tool) for e in episodes]
         snap.timestamp[lo:hi] = [e.timestamp for e in episodes]
         snap.seq[lo:hi] = seqs
-        # ids before publishing (readers slice it to n), id and ref lookups after it (a
-        # position found there is always below the n a reader sees next).
-        self.ids.extend(ep.id for ep in episodes)
+        # id and ref lookups after publishing (a position found there is always below the
+        # n a reader sees next).
         self.snap = Snapshot(hi, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              snap.chunks, snap.chunk_starts, snap.flushed,
                              (*snap.pending, *episodes), (*snap.pending_vectors, exact))
+        recent = self.lookup.recent
         for i, ep in enumerate(episodes, start=lo):
-            self.pos_of[ep.id] = i
+            recent[ep.id] = i
             if ep.ref is not None:
                 self.refs.setdefault(ep.ref, []).append(i)
+        if len(recent) >= _RECENT_IDS:
+            self._merge_recent()
+
+    def _merge_recent(self) -> None:
+        old = self.lookup
+        hashes = np.concatenate([old.hashes, np.fromiter(
+            (_id_hash(id_) for id_ in old.recent), np.int64, len(old.recent))])
+        order = np.concatenate([old.order, np.fromiter(old.recent.values(), np.int64,
+                                                       len(old.recent))])
+        by_hash = np.argsort(hashes, kind="stable")
+        self.lookup = IdLookup(hashes[by_hash], order[by_hash], {})
 
     def load(self, table: pa.Table) -> None:
         """Fill an empty index from stored rows (with vectors), already in ``seq`` order.
@@ -312,8 +402,13 @@ class EpisodeIndex:
         self.snap = Snapshot(n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, n, ())
-        self.ids = table["id"].to_pylist()
-        self.pos_of = {id_: i for i, id_ in enumerate(self.ids)}
+        hashes = np.empty(n, dtype=np.int64)
+        ids = table["id"]
+        for start in range(0, n, _HASH_BATCH):  # a batch of str objects at a time
+            part = ids.slice(start, _HASH_BATCH).to_pylist()
+            hashes[start:start + len(part)] = [_id_hash(id_) for id_ in part]
+        by_hash = np.argsort(hashes, kind="stable")
+        self.lookup = IdLookup(hashes[by_hash], by_hash.astype(np.int64), {})
         for i, ref in enumerate(table["ref"].to_pylist()):
             if ref is not None:
                 self.refs.setdefault(ref, []).append(i)
@@ -338,6 +433,23 @@ class EpisodeIndex:
                              (rest,) if len(rest) else ())
 
     # ------------------------------------------------------------ reader side
+
+    def find(self, id_: str) -> int | None:
+        """The position of the row with this id, or None: O(log n). Any snapshot read
+        after this call has the position below its ``n``."""
+        lookup = self.lookup
+        pos = lookup.recent.get(id_)
+        if pos is not None:
+            return pos
+        h = _id_hash(id_)
+        i = int(np.searchsorted(lookup.hashes, h))
+        snap = self.snap  # after the lookup: covers every position in it
+        while i < len(lookup.hashes) and int(lookup.hashes[i]) == h:
+            pos = int(lookup.order[i])
+            if snap.id_at(pos) == id_:
+                return pos
+            i += 1
+        return None
 
     def mask(self, snap: Snapshot, flt: EpisodeFilter | None) -> npt.NDArray[np.bool_] | None:
         """Boolean mask over ``snap.n`` rows, or None when nothing is filtered."""
@@ -412,18 +524,38 @@ class EpisodeIndex:
                 flushed.append((slot, c, pos - snap.chunk_starts[c]))
         if len(flushed) <= _SLICE_ROWS:
             parts = [snap.chunks[c].slice(off, 1) for _, c, off in flushed]
-            rows = episodes_from_arrow(pa.concat_tables(parts)) if parts else []
-            for (slot, _, _), ep in zip(flushed, rows, strict=True):
-                out[slot] = ep
+            if parts:
+                held = self._held(snap, [positions[slot] for slot, _, _ in flushed])
+                # chunks may lack different all-null columns: "default" fills them with nulls
+                table = pa.concat_tables(parts, promote_options="default")
+                rows = episodes_from_arrow(table, _with_absent(table, held))
+                for (slot, _, _), ep in zip(flushed, rows, strict=True):
+                    out[slot] = ep
         else:
             by_chunk: dict[int, list[tuple[int, int]]] = {}
             for slot, c, off in flushed:
                 by_chunk.setdefault(c, []).append((slot, off))
             for c, wanted in by_chunk.items():
                 taken = snap.chunks[c].take(pa.array([off for _, off in wanted], pa.int64()))
-                for (slot, _), ep in zip(wanted, episodes_from_arrow(taken), strict=True):
+                held = self._held(snap, [positions[slot] for slot, _ in wanted])
+                converted = episodes_from_arrow(taken, _with_absent(taken, held))
+                for (slot, _), ep in zip(wanted, converted, strict=True):
                     out[slot] = ep
         return [ep for ep in out if ep is not None]
+
+    def _held(self, snap: Snapshot, positions: list[int]) -> dict[str, list[object]]:
+        """The columns left out of the Arrow rows (``_HELD``), rebuilt from the codes."""
+        at = np.asarray(positions, dtype=np.intp)
+        strategies, tools = self._names["strategy"], self._names["tool"]
+        return {
+            "timestamp": snap.timestamp[at].tolist(),
+            "type": [_TYPES[c].value for c in snap.type_code[at].tolist()],
+            "regime": [None if c < 0 else _REGIMES[c].value
+                       for c in snap.regime_code[at].tolist()],
+            "strategy": [None if c < 0 else strategies[c]
+                         for c in snap.strategy_code[at].tolist()],
+            "tool": [None if c < 0 else tools[c] for c in snap.tool_code[at].tolist()],
+        }
 
 
 def pending_vectors(snap: Snapshot) -> F32:
@@ -441,17 +573,40 @@ def _enum_codes(column: pa.ChunkedArray, values: list[str]) -> npt.NDArray[np.in
     return out
 
 
+def _without_nulls(rows: pa.Table) -> pa.Table:
+    """Drop the columns that are null in every row (a null int64 column still holds 8 bytes
+    a row: tick_id, valid_from, valid_until, ref, thread ... are mostly unset); readers get
+    None for them (``_with_absent``). At 100k bench rows: 16.1 -> 11.8 MiB."""
+    empty = [f.name for f, column in zip(rows.schema, rows.columns, strict=True)
+             if f.name != "id" and rows.num_rows and column.null_count == rows.num_rows]
+    return rows.drop_columns(empty) if empty else rows
+
+
+def _with_absent(table: pa.Table, held: dict[str, list[object]]) -> dict[str, list[object]]:
+    """``held`` plus None for every row column a chunk dropped as all-null."""
+    present = set(table.column_names) | held.keys()
+    absent = [name for name in ROW_COLUMNS if name not in present]
+    return {**held, **{name: [None] * table.num_rows for name in absent}}
+
+
 def _append_chunk(
     chunks: tuple[pa.Table, ...], starts: tuple[int, ...], rows: pa.Table
 ) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
     if rows.num_rows == 0:
         return chunks, starts
     start = starts[-1] + chunks[-1].num_rows if chunks else 0
-    new_chunks = [*chunks, rows.combine_chunks()]
+    rows = rows.drop_columns([c for c in _HELD if c in rows.column_names])
+    for name, index_type in _DICTIONARY.items():
+        i = rows.schema.get_field_index(name)
+        if i >= 0 and not pa.types.is_dictionary(rows.schema.field(i).type):
+            rows = rows.set_column(i, name, pc.cast(rows.column(i),
+                                                    pa.dictionary(index_type, pa.string())))
+    new_chunks = [*chunks, _without_nulls(rows.combine_chunks())]
     new_starts = [*starts, start]
     while (len(new_chunks) >= 2
            and new_chunks[-1].num_rows >= _MERGE_RATIO * new_chunks[-2].num_rows):
         last = new_chunks.pop()
         new_starts.pop()
-        new_chunks[-1] = pa.concat_tables([new_chunks[-1], last]).combine_chunks()
+        merged = pa.concat_tables([new_chunks[-1], last], promote_options="default")
+        new_chunks[-1] = _without_nulls(merged.combine_chunks())
     return tuple(new_chunks), tuple(new_starts)

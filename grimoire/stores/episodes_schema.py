@@ -344,9 +344,15 @@ def _episode_from_row(row: Mapping[str, Any]) -> Episode:
     )
 
 
-def episodes_from_arrow(table: pa.Table) -> list[Episode]:
-    """Episodes from Arrow rows (any column order; ``seq``/``vector`` ignored)."""
-    return [_episode_from_row(row) for row in table.to_pylist()]
+def episodes_from_arrow(table: pa.Table,
+                        columns: Mapping[str, Sequence[Any]] | None = None) -> list[Episode]:
+    """Episodes from Arrow rows (any column order; ``seq``/``vector`` ignored); ``columns``:
+    values for fields the table leaves out, one per row."""
+    rows = table.to_pylist()
+    for name, values in (columns or {}).items():
+        for row, value in zip(rows, values, strict=True):
+            row[name] = value
+    return [_episode_from_row(row) for row in rows]
 
 
 def episode_to_json(ep: Episode) -> str:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from grimoire.records import Episode, EpisodeType
+from grimoire.stores import episodes_index
 from grimoire.stores.episodes_index import (
     MIN_CAPACITY,
+    EpisodeIds,
     EpisodeIndex,
     QuantizedRows,
     pending_vectors,
@@ -64,3 +67,34 @@ def test_index_grows_by_a_quarter_and_keeps_exact_vectors_until_flushed() -> Non
     np.testing.assert_array_equal(pending_vectors(index.snap), x[MIN_CAPACITY:])
     top = index.search(index.snap, x[MIN_CAPACITY + 3], 1, None)
     assert top[0][0] == MIN_CAPACITY + 3 and abs(top[0][1] - 1.0) < 1e-5
+
+
+def test_id_lookup_across_merges_loads_and_hash_collisions(monkeypatch: pytest.MonkeyPatch,
+                                                           ) -> None:
+    n = episodes_index._RECENT_IDS + 100
+    x = unit_rows(n, seed=5)
+    index = EpisodeIndex(DIM)
+    for lo in range(0, n, 1024):  # crosses one merge of the recent ids
+        hi = min(n, lo + 1024)
+        index.add([episode(i) for i in range(lo, hi)], list(range(lo, hi)), x[lo:hi])
+    assert len(index.lookup.hashes) == episodes_index._RECENT_IDS
+    assert 0 < len(index.lookup.recent) < episodes_index._RECENT_IDS
+    assert all(index.find(f"e-{i}") == i for i in range(n))
+    assert index.find("e-nope") is None and index.find(f"e-{n}") is None
+    index.mark_flushed(n, pa.table({"id": [f"e-{i}" for i in range(n)]}))
+    assert all(index.find(f"e-{i}") == i for i in range(0, n, 7))
+    ids = EpisodeIds(index.snap)
+    assert len(ids) == n and ids[3] == "e-3" and ids[-1] == f"e-{n - 1}"
+    assert list(ids) == [f"e-{i}" for i in range(n)] and ids[2:4] == ["e-2", "e-3"]
+    # every id hashing alike: found by comparing the stored ids, never a wrong row
+    monkeypatch.setattr(episodes_index, "_id_hash", lambda _id: 7)
+    loaded = EpisodeIndex(DIM)
+    loaded.load(pa.table({"id": [f"e-{i}" for i in range(50)], "seq": list(range(50)),
+                          "type": ["action"] * 50, "regime": pa.nulls(50, pa.string()),
+                          "strategy": pa.nulls(50, pa.string()),
+                          "tool": pa.nulls(50, pa.string()),
+                          "timestamp": list(range(50)), "ref": pa.nulls(50, pa.string()),
+                          "vector": pa.FixedSizeListArray.from_arrays(
+                              pa.array(x[:50].ravel()), DIM)}))
+    assert [loaded.find(f"e-{i}") for i in (0, 17, 49)] == [0, 17, 49]
+    assert loaded.find("e-50") is None
