@@ -257,9 +257,15 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     that hold before a reversal (they must leave PLAYBOOK.md after it), from its own file."""
     named: dict[str, Test] = {}
     old: dict[str, Test] = {}
+    effects: list[Test] = []
     for w in scenario.hour_windows:
         lower = w.mean < scenario.levels[w.metric].mean
         named[w.name] = _hour_test(w.metric, w.hours, lower)
+        if w.metric == "gas_gwei":
+            # The observation `fees` is gas × a swap's gas units × price plus a fixed fee
+            # (sim_market.step_market) and price does not depend on the hour, so an hour
+            # window of gas is one of fees too, in the same direction: true, not spurious.
+            effects.append(_hour_test("fees", w.hours, lower))
         if w.reverse_at_tick is not None:
             old[w.name] = (lambda low: lambda c: (c.direction == "lower") == low)(lower)
     for r in scenario.outcome_rules:
@@ -272,7 +278,6 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
         named[lead.name] = _lead_test(lead)
     # A regime's multiplier against the mean of the others' is a true effect of the world
     # (sideways slippage is lower than elsewhere when high_vol and crisis multiply it).
-    effects: list[Test] = []
     # (against their mean, and against their median: high_vol's gas ×1.2 is 20% above the
     # ×1.0 of most regimes even though crisis' ×1.6 lifts the others' mean to 1.12)
     for metric, mult in _MULTS.items():
