@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 import operator
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import SupportsIndex, TypeVar, overload
 
@@ -41,7 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grimoire.errors import ValidationError
+from grimoire.errors import StoreError, ValidationError
 from grimoire.records import Episode, EpisodeType, Regime, parse_enum
 from grimoire.stores.episodes_schema import ROW_COLUMNS, episodes_from_arrow
 
@@ -372,33 +372,48 @@ class EpisodeIndex:
         by_hash = np.argsort(hashes, kind="stable")
         self.lookup = IdLookup(hashes[by_hash], order[by_hash], {})
 
-    def load(self, table: pa.Table) -> None:
-        """Fill an empty index from stored rows (with vectors), already in ``seq`` order.
+    def load(self, table: pa.Table,
+             vectors: Iterable[tuple[npt.NDArray[np.int64], F32]]) -> None:
+        """Fill an empty index from stored rows without vectors, already in ``seq`` order
+        with distinct ``seq``, and their vectors, ``(seqs, rows × dim)`` a batch at a time
+        in any order (each is quantised into its row's place as it comes; a seq that is not
+        in ``table`` is skipped: a repeated id's second copy).
 
         Column-wise (no Episode objects), so a 100k-row rebuild stays well under a second.
+        Raises StoreError, leaving the index empty, if a row got no vector.
         """
         if self.snap.n:
             raise ValueError("load() needs an empty index")
         n = table.num_rows
         if n == 0:
+            for _ in vectors:
+                pass
             return
         # A quarter of headroom on open rather than the next power of two (up to 2x memory).
         snap = self._grown(self.snap, n, capacity=max(MIN_CAPACITY, n + n // 4))
-        lo = 0
-        for chunk in table["vector"].chunks:  # a chunk at a time: no float32 copy of all rows
-            rows = chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), self.dim)
-            for start in range(0, len(chunk), 8 * _BLOCK_ROWS):
-                part = rows[start:start + 8 * _BLOCK_ROWS]
-                end = lo + start + len(part)
-                snap.codes[lo + start:end], snap.scales[lo + start:end] = quantize(part)
-            lo += len(chunk)
+        order = table["seq"].to_numpy()
+        filled = np.zeros(n, dtype=bool)
+        for seqs, rows in vectors:
+            pos = np.minimum(np.searchsorted(order, seqs), n - 1)
+            here = order[pos] == seqs
+            if not here.all():
+                pos, rows = pos[here], rows[here]
+            for start in range(0, len(pos), 8 * _BLOCK_ROWS):
+                at = pos[start:start + 8 * _BLOCK_ROWS]
+                snap.codes[at], snap.scales[at] = quantize(rows[start:start + 8 * _BLOCK_ROWS])
+            filled[pos] = True
+        if not filled.all():
+            missing = int(n - filled.sum())
+            raise StoreError(f"episode store: {missing} stored row(s) had no vector when read "
+                             "(the table changed during the read)")
         snap.type_code[:n] = _enum_codes(table["type"], [t.value for t in _TYPES])
         snap.regime_code[:n] = _enum_codes(table["regime"], [r.value for r in _REGIMES])
         snap.strategy_code[:n] = self._string_codes("strategy", table["strategy"])
         snap.tool_code[:n] = self._string_codes("tool", table["tool"])
         snap.timestamp[:n] = table["timestamp"].to_numpy()
         snap.seq[:n] = table["seq"].to_numpy()
-        chunks, starts = _append_chunk((), (), table.drop_columns(["vector"]))
+        chunks, starts = _append_chunk(
+            (), (), table.drop_columns([c for c in ("vector",) if c in table.column_names]))
         self.snap = Snapshot(n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, n, ())

@@ -21,9 +21,9 @@ fragments before the compacted copies were fsync'd, so a power loss at that
 moment could lose rows whose journal entries are already gone.
 
 ``read_only=True`` opens the table of a store another process writes: no
-create, migration, fsync or compaction; ``read_all`` reads the latest committed
-version and, if the writer's compaction removed that version's files under
-it, re-reads the then-latest one.
+create, migration, fsync or compaction; ``read_rows`` pins the latest committed
+version and ``vector_batches`` reads the same one (the caller retries both if the
+writer's compaction removed that version's files under them).
 
 It must not know about the journal or the in-memory index.
 """
@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from grimoire.errors import StoreError
@@ -47,6 +50,8 @@ TABLE_NAME = "episodes"
 TABLE_DIR = f"{TABLE_NAME}.lance"
 # First compaction pass: keep every version (LanceDB's default would prune after 7 days).
 _KEEP_ALL = timedelta(days=365 * 100)
+# Rows per batch when the vectors are read on open: 12 MiB of float32 at 384-d.
+VECTOR_BATCH_ROWS = 8192
 # What lancedb 0.40 raises (Rust errors surface as these) and pyarrow's own errors.
 _LANCE_ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
 
@@ -216,30 +221,42 @@ class LanceEpisodes:
 
     # ------------------------------------------------------------ reads
 
-    def read_all(self) -> pa.Table:
-        """Every row (with vectors), as stored; the caller orders by ``seq``."""
-        if self.read_only:
-            return self._read_all_beside_writer()
+    def read_rows(self) -> pa.Table:
+        """Every stored row without its vector, as stored; the caller orders by ``seq``.
+
+        Read-only: pins the latest committed version first, so that ``vector_batches``
+        reads the same rows. Why the vectors apart: at 100k rows they are 147 MiB of
+        float32 Arrow, and one read of everything (ordered by ``seq`` with a copy) made the
+        daemon's open peak at ~455 MiB over its start and keep ~85 MiB of it; read a batch
+        at a time the caller quantises each as it comes (scripts/bench_memory.py).
+        """
+        if self._table is None:
+            return self.schema.empty_table().drop_columns(["vector"])
+        columns = [f.name for f in self.schema if f.name != "vector"]
         try:
-            table: pa.Table = self._table.to_arrow()
+            if self.read_only:
+                self._table.checkout_latest()
+                self._table.checkout(self._table.version)
+            rows: pa.Table = self._table.search().select(columns).limit(None).to_arrow()
         except _LANCE_ERRORS as exc:
             raise StoreError(f"cannot read the episode table: {exc}") from exc
-        return table
+        return rows
 
-    def _read_all_beside_writer(self, attempts: int = 5) -> pa.Table:
+    def vector_batches(self, batch_rows: int = VECTOR_BATCH_ROWS
+                       ) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """``(seq, vectors)`` of every stored row, ``batch_rows`` at a time, in storage order,
+        from the version ``read_rows`` read (a batch's vectors: rows × dim float32)."""
         if self._table is None:
-            return self.schema.empty_table()
-        for attempt in range(attempts):
-            try:
-                self._table.checkout_latest()
-                table: pa.Table = self._table.to_arrow()
-                return table
-            except _LANCE_ERRORS as exc:
-                # The writer's compaction may have removed the version being read.
-                if attempt == attempts - 1:
-                    raise StoreError(f"cannot read the episode table: {exc}") from exc
-                time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+            return
+        dim = self.schema.field("vector").type.list_size
+        try:
+            for batch in (self._table.search().select(["seq", "vector"]).limit(None)
+                          .to_batches(batch_rows)):
+                vectors = batch["vector"].flatten().to_numpy(zero_copy_only=False)
+                yield (batch["seq"].to_numpy(),
+                       vectors.astype(np.float32, copy=False).reshape(len(batch), dim))
+        except _LANCE_ERRORS as exc:
+            raise StoreError(f"cannot read the episode table's vectors: {exc}") from exc
 
     @property
     def table(self) -> Any:

@@ -2,7 +2,9 @@
 
 Owns the recovery procedure run once by ``EpisodeStore.open``:
 
-1. read every LanceDB row, order by ``seq``, drop repeated ids (first wins);
+1. read every LanceDB row without its vector, order by ``seq``, drop repeated ids
+   (first wins); the vectors are read after, a batch at a time (``LanceEpisodes.
+   read_rows``), each quantised into its row's place;
 2. take the journal rows whose id LanceDB lacks (a crash before or during a
    flush) and write them in one ``add()``, fsync; rows LanceDB already has (a
    crash after the add, before the journal cleanup: a "torn" flush) are
@@ -19,12 +21,17 @@ nothing released; the writer, if one runs, keeps its journal as it was.
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from grimoire.errors import StoreError
 from grimoire.logs import get_logger
 from grimoire.stores.episodes_index import EpisodeIndex
 from grimoire.stores.episodes_journal import Journal, JournalRow
@@ -77,7 +84,7 @@ def _missing(stored: pa.Table, pending: list[JournalRow]) -> list[JournalRow]:
 
 def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
             text: TextIndex) -> Recovery:
-    stored = _ordered_unique(lance.read_all())
+    stored = _ordered_unique(lance.read_rows())
     pending = journal.pending()
     replay = _missing(stored, pending)
     if replay:
@@ -86,11 +93,12 @@ def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
                                   vectors, lance.schema)
         lance.append(table)
         lance.sync()
-        stored = _ordered_unique(pa.concat_tables([stored, table.select(stored.column_names)]))
+        stored = _ordered_unique(pa.concat_tables(
+            [stored, table.drop_columns(["vector"]).select(stored.column_names)]))
         log.info("episodes.replay", rows=len(replay), skipped=len(pending) - len(replay))
     if pending:
         journal.release(max(seq for seq, _, _ in pending))
-    index.load(stored)
+    index.load(stored, lance.vector_batches())  # the replayed rows are in LanceDB now
     text.load(stored["text"])
     top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
     return Recovery(rows=stored.num_rows, replayed=len(replay),
@@ -98,21 +106,39 @@ def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
 
 
 def load_read_only(lance: LanceEpisodes, pending: list[JournalRow], index: EpisodeIndex,
-                   text: TextIndex) -> Recovery:
+                   text: TextIndex, attempts: int = 5) -> Recovery:
     """Fill ``index`` and ``text`` from LanceDB plus the ``pending`` journal rows it lacks.
 
     ``pending`` must have been read before LanceDB is (the caller's order): a row the
     writer released from its journal in between is in LanceDB by then, so every row
-    acknowledged before the journal was read is in the result.
+    acknowledged before the journal was read is in the result. LanceDB is read at one
+    version (rows, then vectors); if the writer's compaction removed that version's files
+    during the read, the whole read is retried on the then-latest version.
     """
-    stored = _ordered_unique(lance.read_all())
+    for attempt in range(attempts):
+        try:
+            return _load_read_only(lance, pending, index, text)
+        except StoreError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _load_read_only(lance: LanceEpisodes, pending: list[JournalRow], index: EpisodeIndex,
+                    text: TextIndex) -> Recovery:
+    stored = _ordered_unique(lance.read_rows())
     extra = _missing(stored, pending)
+    batches: Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = \
+        lance.vector_batches()
     if extra:
         vectors = np.stack([vec for _, _, vec in extra]).astype(np.float32)
-        table = episodes_to_arrow([ep for _, ep, _ in extra], [seq for seq, _, _ in extra],
-                                  vectors, lance.schema)
-        stored = _ordered_unique(pa.concat_tables([stored, table.select(stored.column_names)]))
-    index.load(stored)
+        seqs = [seq for seq, _, _ in extra]
+        table = episodes_to_arrow([ep for _, ep, _ in extra], seqs, vectors, lance.schema)
+        stored = _ordered_unique(pa.concat_tables(
+            [stored, table.drop_columns(["vector"]).select(stored.column_names)]))
+        batches = itertools.chain(batches, [(np.asarray(seqs, dtype=np.int64), vectors)])
+    index.load(stored, batches)
     text.load(stored["text"])
     top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
     return Recovery(rows=stored.num_rows, replayed=len(extra),

@@ -93,8 +93,7 @@ def test_id_lookup_across_merges_loads_and_hash_collisions(monkeypatch: pytest.M
                           "type": ["action"] * 50, "regime": pa.nulls(50, pa.string()),
                           "strategy": pa.nulls(50, pa.string()),
                           "tool": pa.nulls(50, pa.string()),
-                          "timestamp": list(range(50)), "ref": pa.nulls(50, pa.string()),
-                          "vector": pa.FixedSizeListArray.from_arrays(
-                              pa.array(x[:50].ravel()), DIM)}))
+                          "timestamp": list(range(50)), "ref": pa.nulls(50, pa.string())}),
+                [(np.arange(50, dtype=np.int64), x[:50])])
     assert [loaded.find(f"e-{i}") for i in (0, 17, 49)] == [0, 17, 49]
     assert loaded.find("e-50") is None

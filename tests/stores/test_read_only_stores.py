@@ -26,7 +26,7 @@ from grimoire.stores.episodes import EpisodeStore
 from grimoire.stores.graph import GraphStore
 from grimoire.stores.semantic import SemanticStore
 from grimoire.stores.sqlite import connect
-from tests.stores.test_episode_store import EMB, add, make_episode
+from tests.stores.test_episode_store import EMB, add, make_episode, vecs
 from tests.stores.test_semantic_support import DIM, MODEL, make_entry, unit
 
 AAVE = EntityRef(EntityKind.CONTRACT, "aave")
@@ -248,30 +248,39 @@ def test_a_read_only_session_changes_no_file(tmp_path: Path) -> None:
     assert tree_digest(tmp_path) == before
 
 
+@pytest.mark.parametrize("failing_pass", [0, 1], ids=["rows", "vectors"])
 def test_episode_reader_rereads_when_the_writer_removes_the_version_under_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_pass: int) -> None:
     """The writer's compaction (cleanup 0) may delete the files of the version a reader is
-    reading: the read fails inside LanceDB, and the reader reads the then-latest version."""
+    reading: the read fails inside LanceDB (in the rows' pass or the vectors' pass), and
+    the reader reads both again from the then-latest version."""
     from grimoire.stores.episodes_lance import LanceEpisodes
 
     path = tmp_path / "episodes"
+    written = [make_episode() for _ in range(3)]
     with open_episodes(path) as writer:
-        add(writer, *[make_episode() for _ in range(3)])
+        add(writer, *written)
     real = LanceEpisodes.__init__
     failures = iter([OSError("Not found: data/…lance (removed by compaction)")])
 
     def init(self: LanceEpisodes, *args: Any, **kwargs: Any) -> None:
         real(self, *args, **kwargs)
-        table, read = self._table, self._table.to_arrow
+        table, search = self._table, self._table.search
 
-        def flaky() -> Any:
-            for exc in failures:
-                raise exc
-            return read()
+        calls = iter(range(1_000))
 
-        monkeypatch.setattr(table, "to_arrow", flaky)
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            if next(calls) == failing_pass:
+                for exc in failures:
+                    raise exc
+            return search(*args, **kwargs)
+
+        monkeypatch.setattr(table, "search", flaky)
 
     monkeypatch.setattr(LanceEpisodes, "__init__", init)
     with open_episodes(path, read_only=True) as reader:
         assert reader.count() == 3
+        assert all(reader.get(ep.id) == ep for ep in written)
+        for ep, vector in zip(written, vecs(written), strict=True):  # each vector in its row
+            assert reader.search(vector, k=1)[0][0].id == ep.id
     assert next(failures, None) is None  # the failure was met, and retried
