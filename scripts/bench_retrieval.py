@@ -58,7 +58,11 @@ from grimoire.clock import FrozenClock  # noqa: E402
 from grimoire.config import Config  # noqa: E402
 from grimoire.embed import FastEmbedEmbedder, HashEmbedder  # noqa: E402
 from grimoire.ids import new_id  # noqa: E402
-from grimoire.memory import limit_malloc_arenas  # noqa: E402
+from grimoire.memory import (  # noqa: E402
+    limit_malloc_arenas,
+    map_large_allocations,
+    use_system_arrow_pool,
+)
 from grimoire.mentions import index_new_entries, record_episode_mentions  # noqa: E402
 from grimoire.records import (  # noqa: E402
     Category,
@@ -74,7 +78,11 @@ from grimoire.records import (  # noqa: E402
 from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue  # noqa: E402
 from grimoire.retrieval.stages.writes import drain  # noqa: E402
 from grimoire.service.client import Client  # noqa: E402
-from grimoire.service.daemon import MALLOC_ARENAS, freeze_startup_objects  # noqa: E402
+from grimoire.service.daemon import (  # noqa: E402
+    MALLOC_ARENAS,
+    MMAP_THRESHOLD,
+    freeze_startup_objects,
+)
 from grimoire.service.server import Server  # noqa: E402
 from grimoire.stores.semantic_types import CausalEdge, EdgeKind  # noqa: E402
 
@@ -200,9 +208,12 @@ def params(i: int) -> dict[str, Any]:
 def serve_forever(root: Path, sock: Path, now: int) -> None:
     """--serve mode: this process is the daemon: open the store, serve until stdin closes.
 
-    As ``grimoire run`` does: glibc's arenas capped before the model's threads allocate,
-    and what opening the store built frozen out of the cyclic collector's walks."""
+    As ``grimoire run`` does: glibc's arenas capped and large blocks mapped before the
+    model's threads allocate, Arrow on the C heap, and what opening the store built frozen
+    out of the cyclic collector's walks."""
     limit_malloc_arenas(MALLOC_ARENAS)
+    map_large_allocations(MMAP_THRESHOLD)
+    use_system_arrow_pool()
     clock = FrozenClock(now)
     with Grimoire.open(root, config=Config(), clock=clock, embedder=FastEmbedEmbedder()) as g:
         freeze_startup_objects()

@@ -8,6 +8,9 @@ saves, which ``scripts/bench_memory.py`` measures.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,22 @@ def test_limit_malloc_arenas_runs_anywhere_and_the_daemon_sets_it_first() -> Non
     source = Path(daemon_module.__file__).read_text()
     body = source[source.index("def run_daemon"):]
     assert body.index("limit_malloc_arenas(") < body.index("Grimoire.open(")
+    assert body.index("map_large_allocations(") < body.index("Grimoire.open(")
+    assert body.index("use_system_arrow_pool(") < body.index("Grimoire.open(")
+
+
+def test_allocator_settings_apply_unless_the_environment_chose() -> None:
+    """In a child: the settings change the process for good (this one keeps its own)."""
+    probe = ("import pyarrow as pa; from grimoire.memory import map_large_allocations, "
+             "use_system_arrow_pool; map_large_allocations(4 << 20); map_large_allocations(0); "
+             "use_system_arrow_pool(); print(pa.default_memory_pool().backend_name)")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    run = [sys.executable, "-c", probe]
+    assert subprocess.run(run, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip() == "system"
+    chosen = subprocess.run(run, env={**env, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"},
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert chosen == "jemalloc"
 
 
 def test_open_and_every_tick_hand_freed_memory_back(tmp_path: Path,

@@ -44,7 +44,12 @@ from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
 from grimoire.llm import make_llm
 from grimoire.logs import get_logger
-from grimoire.memory import limit_malloc_arenas, release_free_memory
+from grimoire.memory import (
+    limit_malloc_arenas,
+    map_large_allocations,
+    release_free_memory,
+    use_system_arrow_pool,
+)
 from grimoire.service.datadir import check_feed_kind
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
@@ -66,6 +71,7 @@ SKIP_WARN_EVERY_S = 60.0  # skipped ticks are warned about at most once a minute
 # glibc malloc arenas for the whole process (grimoire.memory): the default, 8 per core,
 # left freed memory stranded in per-thread arenas (scripts/bench_memory.py).
 MALLOC_ARENAS = 2
+MMAP_THRESHOLD = 4 << 20  # bytes: see grimoire.memory
 
 
 class AcceleratedClock:
@@ -404,6 +410,8 @@ def run_daemon(config: Config) -> int:
     """Open the stores, serve until signalled, close everything; the exit code."""
     started = time.monotonic()
     limit_malloc_arenas(MALLOC_ARENAS)  # before the model's and LanceDB's threads allocate
+    map_large_allocations(MMAP_THRESHOLD)
+    use_system_arrow_pool()
     given = config.data_dir
     config = resolve_paths(config)
     # Simulated and real memory never share a directory (checked before any store opens).
