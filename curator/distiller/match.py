@@ -12,9 +12,9 @@ when read modestly: an effect of at least half the one it was stored with,
 and never less than the minimum effect of a finding. "Gas averages 6 gwei
 (vs 24) between 02:00 and 04:00" asserts a mean at least 37% below the
 overall mean; "swaps in high_vol: 90% negative (vs 30%)" a rate at least 30
-points above the base rate. A DOWNVOTE needs the current episodes to reject
-that at family-wise ``alpha`` (Holm over the claims checked), so a handful of
-unlucky episodes never contradicts a claim.
+points above the rate of the other swaps (the rest, as the scan measured it). A
+DOWNVOTE needs the current episodes to reject that at family-wise ``alpha`` (Holm
+over the claims checked), so a handful of unlucky episodes never contradicts a claim.
 """
 
 from __future__ import annotations
@@ -189,13 +189,17 @@ def _rate_against(
     if n < cfg.min_support or total == 0:
         return None
     k = int((cell & hits_col).sum())
-    base = int((population & hits_col).sum()) / total
+    good = int((population & hits_col).sum())
+    base = good / total
+    # What the claim asserts is what the scan required of it: a gap of at least
+    # ``min_rate_gap`` (or half its own) against the rest of the population now.
+    rest = (good - k) / (total - n) if total > n else base
     least = max(cfg.min_rate_gap, abs(claim.effect - claim.baseline) / 2.0)
     if claim.direction == "higher":
-        r0 = min(1.0, base + least)
+        r0 = min(1.0, rest + least)
         log_p = stats.binom_logcdf(k, n, r0)
     else:
-        r0 = max(0.0, base - least)
+        r0 = max(0.0, rest - least)
         log_p = stats.binom_logsf(k, n, r0)
     observed = Claim(dict(claim.condition), claim.target, claim.direction, k / n, base, n,
                      math.exp(log_p), claim.strategy)

@@ -472,7 +472,11 @@ def _rate_family(
         for i, (cond, cell) in enumerate(conds):
             n, k = int(counts[i]), round(float(hit_counts[i]))
             rate = k / n
-            passes = rate - base >= cfg.min_rate_gap
+            # The effect is against the rest of the population, not the pooled rate (which
+            # holds the condition's own episodes): "adds in low_vol lose 8% vs 35% of the
+            # other adds" is a gap of 0.27 however common low_vol is; against the pooled
+            # rate it shrank by the condition's share (0.20 at a quarter of the adds).
+            passes = total > n and rate - (good - k) / (total - n) >= cfg.min_rate_gap
             family.append(Hypothesis(
                 condition=cond, target=target, direction="higher", cell=cell,
                 population=population, support=n, effect=rate, baseline=base, n_base=total,

@@ -140,7 +140,7 @@ def _rate(table: Table, cond: dict[str, Any], mask: Mask, target: str,
     if n < cfg.min_support or total - n < 2 or not 0 < good < total:
         return None
     rate, base = k / n, good / total
-    if rate - base < cfg.min_rate_gap:
+    if rate - (good - k) / (total - n) < cfg.min_rate_gap:  # against the rest, as the scan
         return None
     rows = _order(table)
     rows = rows[population[rows]]

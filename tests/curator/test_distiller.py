@@ -220,6 +220,28 @@ def test_the_outcomes_own_measure_does_not_shadow_a_finding() -> None:
     assert not any("metric_band" in c for c in rates)
 
 
+def test_a_common_condition_is_measured_against_the_rest_not_the_pooled_rate() -> None:
+    """Swaps on arbitrum (40% of swaps) lose 60% of the time, the other swaps 30%: a gap
+    of 0.30 to the rest, but only 0.18 to the pooled 42%, which holds arbitrum's own swaps.
+    The effect is the former, however common the condition (distiller.min_rate_gap 0.2)."""
+    rng = np.random.default_rng(5)
+    episodes = []
+    for e in make_episodes(9, n=4000):
+        if e.type is EpisodeType.ACTION and e.actions == ("swap",):
+            lose = 0.6 if e.chain == "arbitrum" else 0.3
+            e = dataclasses.replace(e, outcome=Outcome.NEGATIVE if rng.random() < lose
+                                    else Outcome.POSITIVE)
+        episodes.append(e)
+    swaps = [e for e in episodes if e.type is EpisodeType.ACTION and e.actions == ("swap",)]
+    on = [e.outcome is Outcome.NEGATIVE for e in swaps if e.chain == "arbitrum"]
+    rest = [e.outcome is Outcome.NEGATIVE for e in swaps if e.chain != "arbitrum"]
+    pooled = (sum(on) + sum(rest)) / len(swaps)
+    assert np.mean(on) - pooled < CFG.min_rate_gap <= np.mean(on) - np.mean(rest)
+    ops = distill(episodes, [], CFG, strategy=None)
+    rates = [op.claim.condition for op in ops if op.claim.target == NEGATIVE_RATE]
+    assert {"action": "swap", "chain": "arbitrum"} in rates, [op.content for op in ops]
+
+
 def test_reliable_swaps_become_a_heuristic() -> None:
     """A good outcome rate reads 'When X, do Y because ...'."""
     ops = distill(make_episodes(4, good_swaps=True), [], CFG, strategy=None)
