@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -444,24 +446,55 @@ def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, T
         pb["lines"] = len(lines)
 
 
+DEFAULT_TICKS = 2000
+_EMBEDDER: list[Embedder] = []
+
+
+def horizon(scenario: str) -> int:
+    """The scenario's own horizon_ticks, else DEFAULT_TICKS."""
+    return load_scenario(scenario).horizon_ticks or DEFAULT_TICKS
+
+
+def _run_one(job: tuple[str, int, int, bool, int]) -> dict[str, Any]:
+    """One scenario × seed (in a worker process with --jobs: one embedder per process)."""
+    scenario, seed, ticks, real_model, curator_every = job
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if not _EMBEDDER:
+        _EMBEDDER.append(FastEmbedEmbedder() if real_model else HashEmbedder(dim=384))
+    row = run(scenario, seed, ticks, _EMBEDDER[0], curator_every)
+    print(f"done: {scenario} seed {seed}, {ticks} ticks, recall {row['recall']}, "
+          f"spurious {row['spurious']}", file=sys.stderr, flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ticks", type=int, default=2000)
+    parser.add_argument("--ticks", type=int, default=None,
+                        help="ticks per run (default: each scenario's horizon_ticks, else "
+                        f"{DEFAULT_TICKS})")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--curator-every", type=int, default=50,
                         help="curator cycle every this many ticks (the daemon's default)")
     parser.add_argument("--scenarios", nargs="+", default=shipped_scenarios())
     parser.add_argument("--real-model", action="store_true", help="bundled MiniLM, not hashing")
     parser.add_argument("--show", action="store_true", help="print the spurious lines")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each in its own process (2 on this 2-core machine "
+                        "halves the wall time; the distillation timings then share the cores)")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    embedder: Embedder = FastEmbedEmbedder() if args.real_model else HashEmbedder(dim=384)
     head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
             f"{'mean ms':>8} {'p50':>6} {'p95':>6} {'max':>7} {'read':>6} {'learn':>6} "
             f"{'apply':>6} {'ADD':>5} {'admit':>5} {'merge':>5} {'entries':>7} "
             f"{'gas@':>5} {'swap@':>5} {'link@':>5} {'down>1500':>9}")
-    rows = [run(scenario, seed, args.ticks, embedder, args.curator_every)
-            for scenario in args.scenarios for seed in args.seeds]
+    todo = [(scenario, seed, args.ticks or horizon(scenario), args.real_model,
+             args.curator_every) for scenario in args.scenarios for seed in args.seeds]
+    if args.jobs > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(args.jobs) as pool:
+            rows = list(pool.imap(_run_one, todo))
+    else:
+        rows = [_run_one(job) for job in todo]
     learned = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'recall':>6} {'spurious':>8} "
                f"{'lines':>5} {'1st correct@':>12} {'reversed left after':>19} "
                f"{'max ✓/cited':>11}")

@@ -123,6 +123,9 @@ class Scenario:
     description: str
     source: str
     tick_seconds_hint: float
+    # Ticks a run needs for every planted regularity to be learnable (a reversal, for one,
+    # needs ticks after it too); None: no claim. Benchmarks run this long by default.
+    horizon_ticks: int | None
     chain: str
     pair: str
     start_price: float
@@ -210,8 +213,9 @@ def _gas_units(r: YamlReader, raw: Any) -> Mapping[str, float] | None:
 def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
     """Validate a parsed YAML document and build the Scenario (ConfigError on any problem)."""
     r = YamlReader(source)
-    top = r.mapping(raw, "", {"name", "description", "tick_seconds_hint", "market", "regimes",
-                              "outcomes", "strategies", "events", "regularities"},
+    top = r.mapping(raw, "", {"name", "description", "tick_seconds_hint", "horizon_ticks",
+                              "market", "regimes", "outcomes", "strategies", "events",
+                              "regularities"},
                     {"name", "tick_seconds_hint", "market", "regimes", "outcomes", "strategies"})
     market = r.mapping(top["market"], "market",
                        {"chain", "pair", "start_price", "fee_bps", "gas_units",
@@ -256,6 +260,8 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         source=source,
         tick_seconds_hint=r.number(top["tick_seconds_hint"], "tick_seconds_hint", 0.0,
                                    strict_lo=True),
+        horizon_ticks=(None if top.get("horizon_ticks") is None
+                       else r.integer(top["horizon_ticks"], "horizon_ticks", 1)),
         chain=r.text(market["chain"], "market.chain"),
         pair=r.text(market["pair"], "market.pair"),
         start_price=r.number(market["start_price"], "market.start_price", 0.0, strict_lo=True),

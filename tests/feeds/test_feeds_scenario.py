@@ -43,9 +43,11 @@ def test_shipped_scenarios_load() -> None:
 
 
 def test_reversal_differs_from_default_only_in_reversals() -> None:
-    """reversal.yaml is default.yaml plus reverse_at_tick (kept in step by this test)."""
+    """reversal.yaml is default.yaml plus reverse_at_tick and a horizon with room after the
+    reversal (kept in step by this test)."""
     default = raw_default()
     reversal = yaml.safe_load((SCENARIO_DIR / "reversal.yaml").read_text(encoding="utf-8"))
+    assert reversal.pop("horizon_ticks") == 2 * 1500
     for doc in (default, reversal):
         doc.pop("name"), doc.pop("description")
         for reg in doc["regularities"]:
@@ -57,6 +59,17 @@ def test_reversal_differs_from_default_only_in_reversals() -> None:
     assert rev.hour_windows[0].reverse_at_tick == 1500
     assert rev.outcome_rules[0].reverse_at_tick == 1500
     assert rev.lead_lags[0].reverse_at_tick is None
+    assert rev.horizon_ticks == 3000 and load_scenario("default").horizon_ticks is None
+
+
+def test_horizon_ticks_must_be_a_positive_integer(tmp_path: Path) -> None:
+    raw = raw_default()
+    for bad in (0, -5, 2.5, "long", True):
+        raw["horizon_ticks"] = bad
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        with pytest.raises(ConfigError, match="horizon_ticks"):
+            load_scenario(str(path))
 
 
 def test_custom_path_works(tmp_path: Path) -> None:
