@@ -1,7 +1,7 @@
 """Change points: where the curator saw the world change under a claim, and what follows.
 
 When the curator's validation finds a stored claim decisively *reversed* by the
-new episodes (``claims_check.reversal``), the data before that moment and the
+new episodes (``claims.reversal``), the data before that moment and the
 data after it describe two different worlds. A learner whose window straddles
 the change pools them: three mornings of gas at 6 gwei and one at 42 still
 average well below the day's 24, so it would keep upvoting the stale claim and

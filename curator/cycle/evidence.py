@@ -3,7 +3,7 @@
 - ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
   every rule derived from one, through its parent's claim; a metric band at
   the cut point the claim states) is judged against
-  the episodes that arrived since the last cycle (``curator.claims_check``):
+  the episodes that arrived since the last cycle (``curator.claims``):
   right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
   matching episodes are one). One definition of evidence (issue 11): the
   verdict's episodes are recorded per entry (``entry_evidence``) and only
@@ -13,7 +13,7 @@
   operations (re-findings on overlapping windows, meta ``pending_votes``) are
   consumed in the same transaction and logged, never counted. A net gain
   restarts the decay clock (SPEC §4). A claim the new episodes
-  decisively *reverse* (``claims_check.reversal``: the opposite now holds, on
+  decisively *reverse* (``claims.reversal``: the opposite now holds, on
   at least twice the support of one prediction) counts as wrong at the full
   weight of one cycle (``validate_max_votes`` predictions), so it and the rules
   derived from it leave PLAYBOOK.md at once instead of lingering until days of
@@ -41,7 +41,7 @@ import functools
 from typing import Any
 
 from curator import change_points
-from curator.claims_check import (
+from curator.claims import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
     CausalCheck,
@@ -363,7 +363,7 @@ def _reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict 
                ) -> dict[str, Claim]:
     """The claims the new episodes decisively reverse: claim key -> the claim they make now.
 
-    A reversal needs, besides ``claims_check.reversal`` (wrong, on twice one prediction's
+    A reversal needs, besides ``claims.reversal`` (wrong, on twice one prediction's
     support, past the baseline by half the claimed gap), that the condition's episodes lie
     on the other side of the rest of the window they were judged in (``Verdict.
     log_p_against``), and that this holds at family-wise ``curator.reversal_alpha`` with

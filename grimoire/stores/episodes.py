@@ -66,12 +66,12 @@ from grimoire.stores.episodes_index import (
     EpisodeFilter,
     EpisodeIds,
     EpisodeIndex,
-    QuantizedRows,
     Snapshot,
     pending_vectors,
 )
 from grimoire.stores.episodes_journal import JOURNAL_FILE, Journal, read_journal
 from grimoire.stores.episodes_lance import TABLE_DIR, LanceEpisodes
+from grimoire.stores.episodes_quantized import QuantizedRows
 from grimoire.stores.episodes_recovery import load_read_only, recover
 from grimoire.stores.episodes_schema import (
     check_k,

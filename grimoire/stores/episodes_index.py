@@ -7,14 +7,7 @@ Owns, for every episode in the store (flushed or still buffered), in append
 the ref → positions map, and the rows themselves (an Arrow table for flushed rows, plus the buffered
 ``Episode`` objects and their exact float32 vectors, which the flush writes).
 
-Why int8: at 100k rows the float32 matrix was 147 MiB of the daemon's RSS
-(issue 15 asks <= 400 MiB with the model loaded); codes + scales are 37 MiB. A row is
-quantised symmetrically (step max |x| / 127, so each component is off by at most
-half a step, ~0.001 for a unit 384-d row, and a cosine by about as much:
-``quantize``); LanceDB keeps the exact vectors. Scores are computed a block of rows
-at a time (int8 → float32 into a small buffer, then the matrix-vector product): as
-fast as the float32 product at 100k rows (~8 ms either way here, one run), since it
-reads a quarter of the memory.
+Why int8: see ``episodes_quantized`` (37 MiB at 100k rows against 147 for float32).
 
 LanceDB stays the source of truth; this is rebuilt from it on open. Measured
 (scripts/bench_episodes.py, 10k rows, one run each): top-10 is a (masked)
@@ -43,13 +36,12 @@ import pyarrow.compute as pc
 
 from grimoire.errors import StoreError, ValidationError
 from grimoire.records import Episode, EpisodeType, Regime, parse_enum
+from grimoire.stores.episodes_quantized import BLOCK_ROWS, F32, I8, QuantizedRows, quantize
 from grimoire.stores.episodes_schema import ROW_COLUMNS, episodes_from_arrow
 
-__all__ = ["EpisodeFilter", "EpisodeIds", "EpisodeIndex", "IdLookup", "QuantizedRows",
-           "Snapshot", "pending_vectors", "quantize"]
+__all__ = ["EpisodeFilter", "EpisodeIds", "EpisodeIndex", "IdLookup", "Snapshot",
+           "pending_vectors"]
 
-F32 = npt.NDArray[np.float32]
-I8 = npt.NDArray[np.int8]
 G = TypeVar("G", bound=np.generic)
 _TYPES = list(EpisodeType)
 _REGIMES = list(Regime)
@@ -62,9 +54,6 @@ _GATHER_FRACTION = 0.25
 # keeps O(log n) chunks so a take() stays cheap, with O(log n) amortised copies per row.
 _MERGE_RATIO = 0.5
 _SLICE_ROWS = 64
-# Rows converted to float32 per step of a product: 1.5 MiB at 384-d, stays in cache
-# (blocks of 2-4k rows were 2-10x slower here, one run under load).
-_BLOCK_ROWS = 1024
 # Ids added since the last merge into the sorted hash array are looked up in a dict; past
 # this many the writer merges them (an O(n) copy of 16 bytes a row, every this many rows).
 _RECENT_IDS = 4096
@@ -76,75 +65,6 @@ _id_hash = hash  # a module attribute so a test can force collisions
 _HELD = ("seq", "timestamp", "type", "regime", "strategy", "tool", "vector")
 _DICTIONARY = {"outcome": pa.int8(), "importance": pa.int8(), "chain": pa.int32(),
                "token_pair": pa.int32()}
-
-
-def quantize(vectors: F32) -> tuple[I8, F32]:
-    """Symmetric int8 codes and a float32 scale per row (a zero row gets scale 0).
-
-    Codes are ``rint(x / (max |x| / 127))``; the scale is then ``x·x / codes·x``, so a row
-    scored against itself gives exactly its squared norm (1 for a stored unit vector: a
-    query equal to a stored text still scores 1.0) and any other dot product is off by
-    about as much as with ``max |x| / 127``."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    peak = np.abs(vectors).max(axis=1) if vectors.shape[1] else np.zeros(len(vectors))
-    step = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    codes = np.rint(vectors / step[:, None]).clip(-127, 127).astype(np.int8)
-    along = np.einsum("ij,ij->i", codes.astype(np.float32), vectors)
-    norms = np.einsum("ij,ij->i", vectors, vectors)
-    scales = np.where(along > 0, norms / np.where(along > 0, along, 1.0), 0.0)
-    return codes, scales.astype(np.float32)
-
-
-class QuantizedRows:
-    """A read-only n × dim float32 matrix held as int8 codes and a scale per row.
-
-    Supports what readers of ``all_vectors`` do with a matrix: ``rows @ x`` (x a vector
-    or a dim × m matrix; float32 out, computed a block of rows at a time), ``rows[i]`` /
-    ``rows[positions]`` / ``rows[a:b]`` (dequantised float32 copies), ``len``, ``shape``.
-    """
-
-    __slots__ = ("codes", "scales")
-    ndim = 2
-    dtype = np.dtype(np.float32)
-
-    def __init__(self, codes: I8, scales: F32) -> None:
-        self.codes = codes
-        self.scales = scales
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return int(self.codes.shape[0]), int(self.codes.shape[1])
-
-    def __len__(self) -> int:
-        return int(self.codes.shape[0])
-
-    def __matmul__(self, other: npt.ArrayLike) -> F32:
-        x = np.asarray(other, dtype=np.float32)
-        n, dim = self.shape
-        if x.ndim not in (1, 2) or x.shape[0] != dim:
-            raise ValueError(f"matmul: ({n}, {dim}) @ {x.shape}")
-        out: F32 = np.empty((n, *x.shape[1:]), dtype=np.float32)
-        buf = np.empty((min(n, _BLOCK_ROWS), dim), dtype=np.float32)
-        for lo in range(0, n, _BLOCK_ROWS):
-            hi = min(n, lo + _BLOCK_ROWS)
-            block = buf[: hi - lo]
-            np.copyto(block, self.codes[lo:hi], casting="unsafe")
-            np.matmul(block, x, out=out[lo:hi])
-        out *= self.scales if x.ndim == 1 else self.scales[:, None]
-        return out
-
-    def __getitem__(self, key: int | slice | Sequence[int] | npt.NDArray[np.intp]) -> F32:
-        scales = self.scales[key]
-        rows: F32 = self.codes[key].astype(np.float32)
-        rows *= scales[..., None] if np.ndim(scales) else scales
-        return rows
-
-    def take(self, positions: Sequence[int] | npt.NDArray[np.intp]) -> QuantizedRows:
-        """The rows at ``positions``, still quantised."""
-        return QuantizedRows(self.codes[positions], self.scales[positions])
-
-    def dequantize(self) -> F32:
-        return self[:]
 
 
 @dataclass(frozen=True)
@@ -398,9 +318,9 @@ class EpisodeIndex:
             here = order[pos] == seqs
             if not here.all():
                 pos, rows = pos[here], rows[here]
-            for start in range(0, len(pos), 8 * _BLOCK_ROWS):
-                at = pos[start:start + 8 * _BLOCK_ROWS]
-                snap.codes[at], snap.scales[at] = quantize(rows[start:start + 8 * _BLOCK_ROWS])
+            for start in range(0, len(pos), 8 * BLOCK_ROWS):
+                at = pos[start:start + 8 * BLOCK_ROWS]
+                snap.codes[at], snap.scales[at] = quantize(rows[start:start + 8 * BLOCK_ROWS])
             filled[pos] = True
         if not filled.all():
             missing = int(n - filled.sum())

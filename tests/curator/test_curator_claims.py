@@ -1,4 +1,4 @@
-"""Judging stored claims against new episodes (curator.claims_check): pure, no stores."""
+"""Judging stored claims against new episodes (curator.claims): pure, no stores."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from curator.claims_check import (
+from curator.claims import (
     EpisodeWindow,
     EventIndex,
     check_causal,
@@ -309,7 +309,7 @@ def test_check_causal_counts_each_occurrence_once_across_cycles() -> None:
 
 def test_a_link_is_judged_only_when_its_occurrences_say_something() -> None:
     """The midpoint picks the side; a few occurrences decide nothing chance explains."""
-    from curator.claims_check import causal_verdict
+    from curator.claims import causal_verdict
 
     assert causal_verdict(1, 5, 0.4, 0.02, 0.05) is None  # P(<= 1 | 5, 0.4) = 0.34
     assert causal_verdict(0, 4, 0.4, 0.02, 0.05) is None  # 0.6^4 = 0.13
@@ -335,7 +335,7 @@ def test_a_rate_claimed_below_its_baseline_is_judged_by_the_lower_tail() -> None
     *below* its baseline: the actions that keep winning confirm it and the losing ones
     contradict it. Judged by the upper tail, as a rate above its baseline is, a run of wins
     was never rare enough and the reversed rule stayed undecided (✓0) for good."""
-    from curator.claims_check import causal_verdict
+    from curator.claims import causal_verdict
 
     assert causal_verdict(0, 12, 0.0, 0.5, 0.05) is True  # P(<= 0 | 12, 0.5) = 0.0002
     assert causal_verdict(1, 12, 0.05, 0.5, 0.05) is True  # P(<= 1 | 12, 0.5) = 0.003
@@ -376,7 +376,7 @@ def test_a_metric_claim_is_judged_and_reversed_against_the_level_outside_it() ->
 def test_against_rest_tests_the_reversed_direction_within_the_window() -> None:
     """log p of "the condition now lies on the other side of the rest of its window": tiny
     when gas at 02-04 is far dearer than the other hours, 0-ish when it is as dear."""
-    from curator.claims_check import against_rest, condition_mask
+    from curator.claims import against_rest, condition_mask
 
     day = [ep(gas_obs(hour(10) + i * 60_000, 24.0 + i % 3)) for i in range(6)]
     dear = EpisodeWindow.of([ep(gas_obs(hour(2) + i * 60_000, 42.0 + i % 2))

@@ -8,14 +8,8 @@ import pytest
 
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores import episodes_index
-from grimoire.stores.episodes_index import (
-    MIN_CAPACITY,
-    EpisodeIds,
-    EpisodeIndex,
-    QuantizedRows,
-    pending_vectors,
-    quantize,
-)
+from grimoire.stores.episodes_index import MIN_CAPACITY, EpisodeIds, EpisodeIndex, pending_vectors
+from grimoire.stores.episodes_quantized import QuantizedRows, quantize
 
 DIM = 48
 

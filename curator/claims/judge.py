@@ -1,10 +1,9 @@
-"""Judging a stored claim against episodes the curator has not seen yet (SPEC §8 steps 1 and 6).
+"""The verdict on a stored claim from episodes the curator has not seen yet (SPEC §8 steps 1, 6).
 
-Owns: a column view of a window of episodes, the per-episode reading of a
-claim's ``condition`` (the distiller's vocabulary: regime, token_pair,
-chain, tool, action, hour_window, and a metric band at the cut point the
-claim states), and the verdict rule. Pure: episodes and
-claims in, verdicts out; it never reads a store or a clock.
+Owns the verdict rule for metric and outcome-rate claims (``judge_claim``), the
+levels a metric claim is judged against, and ``reversal``; where a condition holds
+is ``curator.claims.window``'s, event links are ``curator.claims.causal``'s. Pure:
+episodes and claims in, verdicts out; it never reads a store or a clock.
 
 The verdict rule. A claim says that under its condition the target sits at
 ``effect`` rather than at ``baseline`` (a metric's mean, an outcome's rate, the
@@ -38,239 +37,27 @@ curator has the evidence in hand before a long learning window catches up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from curator.claims.window import (
+    ATTRIBUTES,
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    EpisodeWindow,
+    Mask,
+    claim_mask,
+    scope,
+)
 from curator.distiller import stats
-from curator.learn.causal_discovery import default_event_key
-from grimoire.records import Claim, Episode, EpisodeType, Outcome
+from grimoire.records import Claim
 
-__all__ = [
-    "NEGATIVE_RATE",
-    "POSITIVE_RATE",
-    "CausalCheck",
-    "EpisodeWindow",
-    "EventIndex",
-    "Verdict",
-    "actions_of",
-    "against_rest",
-    "band_mask",
-    "causal_verdict",
-    "check_causal",
-    "claim_mask",
-    "condition_mask",
-    "event_key",
-    "event_keys",
-    "judge_claim",
-    "midpoint_verdict",
-    "reference_level",
-    "reversal",
-    "stratified_level",
-]
-
-Mask = npt.NDArray[np.bool_]
-NEGATIVE_RATE = "outcome:negative_rate"
-POSITIVE_RATE = "outcome:positive_rate"
-_MS_PER_HOUR = 3_600_000
-_ATTRIBUTES = ("regime", "token_pair", "chain", "tool")
-_RATED = frozenset({Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL})
-
-
-def actions_of(episode: Episode) -> tuple[str, ...]:
-    """What the episode did: its ``actions``, else the tool of an action episode."""
-    if episode.actions:
-        return tuple(dict.fromkeys(episode.actions))
-    if episode.type is EpisodeType.ACTION and episode.tool:
-        return (episode.tool,)
-    return ()
-
-
-def event_key(episode: Episode) -> str | None:
-    """An episode's event type, exactly as causal discovery names the two ends of a link:
-    observations are ticks (None), actions are ``action:<what>[:<outcome>]``, anything
-    else its episode type."""
-    return default_event_key(episode)
-
-
-def event_keys(episode: Episode) -> frozenset[str]:
-    """Every name a causal link may use for this episode: ``event_key``, and for a regime
-    shift also ``regime_shift_to_<regime>`` (the learner may tell shifts apart by target)."""
-    key = event_key(episode)
-    if key is None:
-        return frozenset()
-    if episode.type is EpisodeType.REGIME_SHIFT and episode.regime is not None:
-        return frozenset({key, f"regime_shift_to_{episode.regime.value}"})
-    return frozenset({key})
-
-
-@dataclass(frozen=True)
-class EpisodeWindow:
-    """Columns of a batch of episodes (in the given order) for vectorised condition checks."""
-
-    episodes: tuple[Episode, ...]
-    timestamps: npt.NDArray[np.int64]
-    hours: npt.NDArray[np.int64]
-    strategies: npt.NDArray[np.object_]
-    global_rows: Mask  # episodes written without a strategy
-    attrs: Mapping[str, npt.NDArray[np.object_]]
-    actions: Mapping[str, Mask]
-    rated: Mask
-    negative: Mask
-    positive: Mask
-    metrics: Mapping[str, npt.NDArray[np.float64]]
-
-    @classmethod
-    def of(cls, episodes: Sequence[Episode]) -> EpisodeWindow:
-        eps = tuple(episodes)
-        n = len(eps)
-        ts = np.fromiter((e.timestamp for e in eps), dtype=np.int64, count=n)
-        attrs = {
-            name: np.array([_label(getattr(e, name)) for e in eps] or [], dtype=object)
-            for name in _ATTRIBUTES
-        }
-        action_rows: dict[str, list[int]] = {}
-        metric_rows: dict[str, list[tuple[int, float]]] = {}
-        rated = np.zeros(n, dtype=bool)
-        negative = np.zeros(n, dtype=bool)
-        positive = np.zeros(n, dtype=bool)
-        for i, e in enumerate(eps):
-            for action in actions_of(e):
-                action_rows.setdefault(action, []).append(i)
-            for name, value in e.metrics.items():
-                metric_rows.setdefault(name, []).append((i, float(value)))
-            if e.type is EpisodeType.ACTION and e.outcome in _RATED:
-                rated[i] = True
-                negative[i] = e.outcome is Outcome.NEGATIVE
-                positive[i] = e.outcome is Outcome.POSITIVE
-        actions = {}
-        for action, rows in action_rows.items():
-            mask = np.zeros(n, dtype=bool)
-            mask[rows] = True
-            actions[action] = mask
-        metrics = {}
-        for name, pairs in metric_rows.items():
-            column = np.full(n, np.nan)
-            for i, value in pairs:
-                column[i] = value
-            metrics[name] = column
-        strategies = np.array([e.strategy for e in eps] or [], dtype=object)
-        global_rows = np.fromiter((e.strategy is None for e in eps), dtype=bool, count=n)
-        return cls(eps, ts, (ts // _MS_PER_HOUR) % 24, strategies, global_rows, attrs, actions,
-                   rated, negative, positive, metrics)
-
-    @property
-    def size(self) -> int:
-        return len(self.episodes)
-
-    def after(self, timestamp: int) -> EpisodeWindow:
-        """The episodes later than ``timestamp``: those a claim learned up to then was not
-        learned from."""
-        keep = self.timestamps > timestamp
-        if keep.all():
-            return self
-        idx = np.flatnonzero(keep)
-        return EpisodeWindow(
-            tuple(self.episodes[i] for i in idx.tolist()), self.timestamps[keep],
-            self.hours[keep], self.strategies[keep], self.global_rows[keep],
-            {k: v[keep] for k, v in self.attrs.items()},
-            {k: v[keep] for k, v in self.actions.items()}, self.rated[keep],
-            self.negative[keep], self.positive[keep],
-            {k: v[keep] for k, v in self.metrics.items()})
-
-
-def _label(value: object) -> str | None:
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
-
-
-def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
-    if (not isinstance(value, list | tuple) or len(value) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 24
-                       for v in value)):
-        return None
-    start, end = int(value[0]) % 24, int(value[1]) % 24
-    width = (end - start) % 24 or 24
-    mask: Mask = ((hours - start) % 24) < width
-    return mask
-
-
-def band_mask(window: EpisodeWindow, value: object, cut: float | None) -> Mask | None:
-    """Episodes in the band ``[metric, "upper" | "lower"]`` cut at ``cut``: the metric at or
-    above it (upper), at or below it (lower), as the distiller drew the band. An episode
-    without the metric is in no band. None without a cut, or for a malformed band."""
-    if (cut is None or not np.isfinite(cut) or not isinstance(value, list | tuple)
-            or len(value) != 2 or value[1] not in ("upper", "lower")
-            or not isinstance(value[0], str)):
-        return None
-    column = window.metrics.get(value[0])
-    if column is None:
-        return np.zeros(window.size, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        mask: Mask = column >= cut if value[1] == "upper" else column <= cut
-    return mask
-
-
-def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
-                   scope: bool = False, strategy: str | None = None,
-                   band_cut: float | None = None) -> Mask | None:
-    """Episodes matching every term of ``condition``; with ``scope``, only those of
-    ``strategy`` (None: the episodes written without one), as the learner scopes a claim.
-
-    None when a term cannot be read here (a ``metric_band`` without the claim's
-    ``band_cut``; unknown terms come from another extractor): no verdict then.
-    """
-    mask = np.ones(window.size, dtype=bool)
-    if scope:
-        mask &= window.global_rows if strategy is None else window.strategies == strategy
-    for key, value in condition.items():
-        if key in _ATTRIBUTES:
-            if not isinstance(value, str):
-                return None
-            mask &= window.attrs[key] == value
-        elif key == "action":
-            if not isinstance(value, str):
-                return None
-            found = window.actions.get(value)
-            if found is None:
-                return np.zeros(window.size, dtype=bool)
-            mask &= found
-        elif key == "hour_window":
-            part = _hour_window(window.hours, value)
-            if part is None:
-                return None
-            mask &= part
-        elif key == "metric_band":
-            part = band_mask(window, value, band_cut)
-            if part is None:
-                return None
-            mask &= part
-        else:
-            return None
-    return mask
-
-
-def claim_mask(window: EpisodeWindow, claim: Claim) -> Mask | None:
-    """The episodes of ``claim``'s scope that match its condition (its band at its cut)."""
-    return condition_mask(window, claim.condition, scope=True, strategy=claim.strategy,
-                          band_cut=claim.band_cut)
-
-
-def _scope(window: EpisodeWindow, claim: Claim) -> Mask:
-    """The episodes ``claim`` speaks about, in its condition or outside it: its strategy's,
-    and for a band only those that carry the band's metric (an episode without gas is not
-    'outside the high-gas band', it says nothing about gas)."""
-    scope = condition_mask(window, {}, scope=True, strategy=claim.strategy)
-    assert scope is not None
-    band = claim.condition.get("metric_band")
-    if isinstance(band, list | tuple) and band and isinstance(band[0], str):
-        column = window.metrics.get(band[0])
-        scope = scope & ~np.isnan(column) if column is not None else scope & False
-    return scope
+__all__ = ["Verdict", "against_rest", "causal_verdict", "judge_claim", "midpoint_verdict",
+           "predictions", "reference_level", "reversal", "states_its_direction",
+           "stratified_level"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,10 +107,34 @@ def midpoint_verdict(observed: float, effect: float, baseline: float) -> bool | 
     return bool(side > 0)
 
 
-def _predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
+def causal_verdict(followed: int, n: int, effect: float, baseline: float, level: float,
+                   ) -> bool | None:
+    """Right / wrong / undecided for "B follows A at ``effect`` (vs ``baseline``)" on ``n``
+    occurrences, ``followed`` of them followed. The side of the midpoint decides which,
+    and only when chance could hardly have put it there: right needs P(≥ followed | n,
+    baseline) ≤ ``level``, wrong P(≤ followed | n, effect) ≤ ``level``. A lead seen a few
+    times a day (1 of 5 followed, claimed 40%: P = 0.34) is undecided, not wrong: pooled
+    again, it is counted once its occurrences say something."""
+    if n <= 0:
+        return None
+    side = midpoint_verdict(followed / n, effect, baseline)
+    if side is None or not 0.0 <= baseline <= 1.0 or not 0.0 <= effect <= 1.0:
+        return side
+    # The tail points the way the claim does: a claimed rate above its baseline is right
+    # when this many or more would be rare under the baseline; one below it (a reversed
+    # "loses less often" rule) when this many or fewer would be.
+    up = effect > baseline
+    if side:
+        log_p = (stats.binom_logsf(followed, n, baseline) if up
+                 else stats.binom_logcdf(followed, n, baseline))
+    else:
+        log_p = (stats.binom_logcdf(followed, n, effect) if up
+                 else stats.binom_logsf(followed, n, effect))
+    return side if log_p <= np.log(level) else None
+
+
+def predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
     return 0 if right is None else max(1, min(cap, n // max(1, min_support)))
-
-
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
                 max_predictions: int = 1, level: float | None = None,
                 reference: EpisodeWindow | None = None,
@@ -378,10 +189,10 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
             right = causal_verdict(k, n, claim.effect, claim.baseline, level)
-            if not _states_its_direction(claim):
+            if not states_its_direction(claim):
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
-                           _predictions(right, n, min_support, max_predictions),
+                           predictions(right, n, min_support, max_predictions),
                            tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
                            log_p_against=log_p_against)
     else:
@@ -394,13 +205,13 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             right = midpoint_verdict(observed, level_outside + gap, level_outside)
         else:
             right = midpoint_verdict(observed, claim.effect, claim.baseline)
-        if not _states_its_direction(claim):
+        if not states_its_direction(claim):
             # Its running numbers (the evidence counted so far) no longer show what it
             # says ("negative outcomes higher: 34% vs 36% overall"): each new judgement
             # against it until it leaves, never 'right' by a midpoint on the wrong side.
             right = False
     return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
-                   _predictions(right, n, min_support, max_predictions),
+                   predictions(right, n, min_support, max_predictions),
                    tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
                    reference=level_outside, log_p_against=log_p_against, rest=rest_level)
 
@@ -414,7 +225,7 @@ def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> fl
     mask = claim_mask(window, claim)
     if column is None or mask is None:
         return None
-    outside = column[_scope(window, claim) & ~mask & ~np.isnan(column)]
+    outside = column[scope(window, claim) & ~mask & ~np.isnan(column)]
     return float(outside.mean()) if outside.size >= max(1, min_support) else None
 
 
@@ -426,7 +237,7 @@ def stratified_level(reference: EpisodeWindow, window: EpisodeWindow, claim: Cla
     ``reference`` among episodes of the same stratum (``overall`` for a stratum with fewer
     than ``min_support`` such episodes). ``overall`` itself for any other claim, or one that
     names a stratum attribute (its episodes share one stratum)."""
-    names = [n for n in strata if n in _ATTRIBUTES]
+    names = [n for n in strata if n in ATTRIBUTES]
     kind, _, name = claim.target.partition(":")
     column = reference.metrics.get(name) if kind == "metric" else None
     if (not names or column is None or "hour_window" not in claim.condition
@@ -435,7 +246,7 @@ def stratified_level(reference: EpisodeWindow, window: EpisodeWindow, claim: Cla
     mask = claim_mask(reference, claim)
     if mask is None:
         return overall
-    outside = _scope(reference, claim) & ~mask & ~np.isnan(column)
+    outside = scope(reference, claim) & ~mask & ~np.isnan(column)
     ref_keys = list(zip(*(reference.attrs[n] for n in names), strict=True))
     sums: dict[tuple[Any, ...], list[float]] = {}
     for i in np.flatnonzero(outside):
@@ -460,7 +271,7 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
     labels: episodes that merely carry a noisy label (a 'crisis' tick in a calm
     afternoon), or a market that moved as a whole, look like the rest and are no
     evidence that the claim turned round."""
-    scope = _scope(window, claim)
+    within = scope(window, claim)
     gap_up = claim.effect > claim.baseline
     kind, _, name = claim.target.partition(":")
     if kind == "metric":
@@ -468,7 +279,7 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
         if column is None:
             return 0.0
         present = ~np.isnan(column)
-        a, b = column[mask & present], column[scope & ~mask & present]
+        a, b = column[mask & present], column[within & ~mask & present]
         if a.size < 2 or b.size < 2:
             return 0.0
         t, df = stats.welch_t(float(a.mean()), float(a.var(ddof=1)), int(a.size),
@@ -478,7 +289,7 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
         return stats.t_logsf(-t if gap_up else t, df)
     if claim.target not in (NEGATIVE_RATE, POSITIVE_RATE):
         return 0.0
-    population = scope & window.rated
+    population = within & window.rated
     action = claim.condition.get("action")
     if isinstance(action, str):
         found = window.actions.get(action)
@@ -496,114 +307,13 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
             else stats.hypergeom_logsf(k, total, good, n))
 
 
-def _states_its_direction(claim: Claim) -> bool:
+def states_its_direction(claim: Claim) -> bool:
     if claim.direction == "higher":
         return claim.effect > claim.baseline
     if claim.direction == "lower":
         return claim.effect < claim.baseline
     return True
 
-
-@dataclass(frozen=True, slots=True)
-class CausalCheck:
-    """Occurrences of a causal link's cause whose lag window closed in this cycle."""
-
-    occurrences: int
-    followed: int
-    pairs: tuple[tuple[str, str, int], ...]  # (cause id, effect id, lag ms), oldest first
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
-class EventIndex:
-    """Episodes by (strategy, event name): sorted times and ids, built once per cycle so
-    that each causal link is a few binary searches, not a pass over every episode."""
-
-    events: Mapping[tuple[str | None, str], tuple[npt.NDArray[np.int64], tuple[str, ...]]]
-
-    @classmethod
-    def of(cls, episodes: Sequence[Episode]) -> EventIndex:
-        rows: dict[tuple[str | None, str], list[tuple[int, str]]] = {}
-        for e in episodes:
-            for key in event_keys(e):
-                rows.setdefault((e.strategy, key), []).append((e.timestamp, e.id))
-        events = {}
-        for k, found in rows.items():
-            found.sort()
-            events[k] = (np.array([t for t, _ in found], dtype=np.int64),
-                         tuple(i for _, i in found))
-        return cls(events)
-
-    def get(self, strategy: str | None, key: str) -> tuple[npt.NDArray[np.int64],
-                                                           tuple[str, ...]]:
-        return self.events.get((strategy, key), (np.zeros(0, dtype=np.int64), ()))
-
-
-def causal_verdict(followed: int, n: int, effect: float, baseline: float, level: float,
-                   ) -> bool | None:
-    """Right / wrong / undecided for "B follows A at ``effect`` (vs ``baseline``)" on ``n``
-    occurrences, ``followed`` of them followed. The side of the midpoint decides which,
-    and only when chance could hardly have put it there: right needs P(≥ followed | n,
-    baseline) ≤ ``level``, wrong P(≤ followed | n, effect) ≤ ``level``. A lead seen a few
-    times a day (1 of 5 followed, claimed 40%: P = 0.34) is undecided, not wrong: pooled
-    again, it is counted once its occurrences say something."""
-    if n <= 0:
-        return None
-    side = midpoint_verdict(followed / n, effect, baseline)
-    if side is None or not 0.0 <= baseline <= 1.0 or not 0.0 <= effect <= 1.0:
-        return side
-    # The tail points the way the claim does: a claimed rate above its baseline is right
-    # when this many or more would be rare under the baseline; one below it (a reversed
-    # "loses less often" rule) when this many or fewer would be.
-    up = effect > baseline
-    if side:
-        log_p = (stats.binom_logsf(followed, n, baseline) if up
-                 else stats.binom_logcdf(followed, n, baseline))
-    else:
-        log_p = (stats.binom_logcdf(followed, n, effect) if up
-                 else stats.binom_logsf(followed, n, effect))
-    return side if log_p <= np.log(level) else None
-
-
-def check_causal(index: EventIndex, claim: Claim, *, closed_after: int, closed_until: int,
-                 min_support: int, max_predictions: int = 1,
-                 level: float | None = None) -> CausalCheck | None:
-    """Count cause A's occurrences whose window ``(t, t + within_ms]`` closed in
-    ``(closed_after, closed_until]`` and how many were followed by effect B in it.
-
-    Each occurrence is counted in exactly one cycle (the one in which its window
-    closed), so consecutive cycles never count the same evidence twice. The index must
-    cover ``(closed_after − within_ms, closed_until]``; a claim of strategy S is judged
-    on S's episodes, a global one on those without a strategy (as the learner made it).
-    None when the claim is not an event link (``{"event", "within_ms"}`` → ``event:B``).
-    """
-    cause = claim.condition.get("event")
-    within = claim.condition.get("within_ms")
-    if (not isinstance(cause, str) or isinstance(within, bool) or not isinstance(within, int)
-            or within <= 0 or not claim.target.startswith("event:")):
-        return None
-    cause_times, cause_ids = index.get(claim.strategy, cause)
-    effect_times, effect_ids = index.get(claim.strategy, claim.target.removeprefix("event:"))
-    closes = cause_times + within
-    chosen = np.flatnonzero((closes > closed_after) & (closes <= closed_until))
-    n = int(chosen.size)
-    pairs: list[tuple[str, str, int]] = []
-    if n and effect_times.size:
-        first = np.searchsorted(effect_times, cause_times[chosen], side="right")
-        for j, at in zip(chosen.tolist(), first.tolist(), strict=True):
-            if at < effect_times.size and effect_times[at] <= cause_times[j] + within:
-                pairs.append((cause_ids[j], effect_ids[at],
-                              int(effect_times[at] - cause_times[j])))
-    followed = len(pairs)
-    observed = followed / n if n else None
-    right = None
-    if observed is not None and n >= min_support:
-        right = (midpoint_verdict(observed, claim.effect, claim.baseline) if level is None
-                 else causal_verdict(followed, n, claim.effect, claim.baseline, level))
-    verdict = Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
-                      _predictions(right, n, min_support, max_predictions),
-                      episode_ids=tuple(cause_ids[j] for j in chosen.tolist()))
-    return CausalCheck(n, followed, tuple(pairs), verdict)
 
 
 def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: float,
@@ -644,3 +354,4 @@ def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: fl
                  direction="lower" if gap > 0 else "higher", effect=verdict.observed,
                  baseline=stated, support=verdict.n, strategy=claim.strategy,
                  band_cut=claim.band_cut)
+
