@@ -127,8 +127,7 @@ def _aliased(ctx: Context, op: Operation) -> tuple[str, str | None]:
     return "admit", None
 
 
-def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int,
-          learned_until: int | None = None) -> bool:
+def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
     target = op.target_entry_id
     assert target is not None  # Operation guarantees it for EDIT
     entry = ctx.semantic.get_entry(target)
@@ -145,18 +144,9 @@ def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int,
     elif entry.claim is not None and claim.support < entry.claim.support:
         # The episodes the curator already counted stay behind the sentence (issue 11).
         claim = dataclasses.replace(claim, support=entry.claim.support)
-    # The new numbers were fitted on episodes up to ``learned_until``: the curator judges the
-    # claim only on episodes after its valid_from (the newest episode behind it), so it moves
-    # there, and an episode the refit used never confirms the refit (issue 11).
-    valid_from = entry.valid_from
-    if learned_until is not None:
-        valid_from = max(valid_from or learned_until, learned_until)
-        if entry.valid_until is not None:
-            valid_from = min(valid_from, entry.valid_until)
     updated = dataclasses.replace(entry, content=op.content, claim=claim,
                                   parent_episode_ids=parents, updated_at=now,
-                                  market_regime=op.regime or entry.market_regime,
-                                  valid_from=valid_from)
+                                  market_regime=op.regime or entry.market_regime)
     with ctx.semantic.transaction():
         ctx.semantic.update_entry(updated, vector)
         ctx.semantic.add_curator_delta(
@@ -238,8 +228,7 @@ def apply_operations(
                 if link and decision in ("admitted", "merged"):
                     counts["edges"] += _edges(ctx, op, by_id, relationship, limit, now)
         elif op.op is OpKind.EDIT:
-            edited = ctx.writer.call(functools.partial(
-                _edit, ctx, op, next(vectors), now, _event_time(op, by_id, now)))
+            edited = ctx.writer.call(functools.partial(_edit, ctx, op, next(vectors), now))
             counts["edited"] += int(edited)
             reached = edited
             if link and edited:

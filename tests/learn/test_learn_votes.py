@@ -217,30 +217,3 @@ def test_a_metric_computed_from_another_is_its_echo() -> None:
     # Independent metrics are never coupled; too few shared episodes judge nothing.
     assert without_echoes([gas, slip], episodes, cfg)[0] == [gas, slip]
     assert without_echoes([fees, gas], episodes[:10], cfg)[0] == [fees, gas]
-
-
-def test_an_edit_moves_valid_from_to_the_newest_episode_behind_the_new_numbers(
-        g: Grimoire) -> None:
-    """The curator judges a claim on episodes after its valid_from: after an EDIT those must
-    be episodes the refit did not use, or the refit would confirm itself (issue 11)."""
-    text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
-    claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
-    old, new = _episode(0, NOW - 5000), _episode(1, NOW - 1000)
-    apply_operations(g.context, [_add(text, claim)], [old], NOW)
-    (stored,) = g.context.semantic.list_entries(limit=None)
-    assert stored.valid_from == old.timestamp
-    refit = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 4.0, 25.0, 60)
-    edit = Operation(op=OpKind.EDIT, category=Category.INSIGHT, claim=refit,
-                     content="Gas averages 4 gwei (vs 25 overall) between 02:00 and 04:00 UTC "
-                     "(n=60).", parent_episode_ids=("ep0", "ep1"), strategy=None,
-                     target_entry_id=stored.id)
-    assert apply_operations(g.context, [edit], [old, new], NOW)["edited"] == 1
-    edited = g.context.semantic.get_entry(stored.id)
-    assert edited is not None and edited.claim is not None and edited.claim.effect == 4.0
-    assert edited.valid_from == new.timestamp
-    # an edit fitted on older episodes than the claim's own never moves it back
-    back = Operation(op=OpKind.EDIT, category=Category.INSIGHT, claim=claim, content=text,
-                     parent_episode_ids=("ep0",), strategy=None, target_entry_id=stored.id)
-    apply_operations(g.context, [back], [old], NOW)
-    again = g.context.semantic.get_entry(stored.id)
-    assert again is not None and again.valid_from == new.timestamp
