@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing
+import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -418,6 +420,9 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
             live = tuple(s for s in EntryStatus if s is not EntryStatus.ARCHIVED)
             stored = g.context.semantic.list_entries(EntryFilter(statuses=live),
                                                      order="created_at", limit=None)
+        if os.environ.get("BENCH_LEARNING_KEEP"):  # for a post-mortem: the run's data dir
+            shutil.copytree(Path(tmp) / "g", Path(os.environ["BENCH_LEARNING_KEEP"])
+                            / f"{scenario}-{seed}", dirs_exist_ok=True)
         first = {name: min(((e.created_at - T0) // step for e in stored if test(e)),
                            default=None) for name, test in PLANTED.items()}
     ms = sorted(r["ms"] for r in runs) or [0.0]

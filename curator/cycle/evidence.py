@@ -191,10 +191,12 @@ def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
     if entry.claim is not None:
         return _with_band_cut(entry.claim, entry), None, entry.valid_from
     if is_derived(entry):
-        for parent_id in entry.parent_entry_ids:
-            parent = by_id.get(parent_id)
-            if parent is not None and parent.claim is not None:
-                return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
+        # Only the insight it was derived from (its first parent): a parent a merge added
+        # later states another claim ("low_vol" merged into a "high_vol" warning), and
+        # judging the rule by it counted that claim's episodes under this rule's sentence.
+        parent = by_id.get(entry.parent_entry_ids[0])
+        if parent is not None and parent.claim is not None:
+            return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
     return None
 
 

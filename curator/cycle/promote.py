@@ -171,8 +171,11 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
 
 def parent_active_map(entries: list[GrimoireEntry],
                       status_of: dict[str, EntryStatus]) -> dict[str, bool]:
-    """For each derived rule: is at least one of its parents active?"""
-    return {e.id: any(status_of.get(p) is EntryStatus.ACTIVE for p in e.parent_entry_ids)
+    """For each derived rule: is the insight it was derived from (its first parent) active?
+
+    Not any parent: one a merge added states another claim, and kept a rule listed whose
+    own insight had been archived (its sentence no longer refreshed, its ✓ still growing)."""
+    return {e.id: status_of.get(e.parent_entry_ids[0]) is EntryStatus.ACTIVE
             for e in entries if is_derived(e)}
 
 

@@ -82,6 +82,25 @@ def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
     assert get(g, insight.id).last_accessed_at == insight.last_accessed_at  # no reset
 
 
+def test_a_derived_rule_is_judged_only_by_the_insight_it_was_derived_from(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """A merge may add a parent stating another claim. Once the rule's own insight is
+    archived, the rule was judged by that other claim (its ✓ grew on episodes its sentence
+    does not speak of, past the episodes it cites) and stayed listed because "a parent" was
+    active (found by bench_learning, lp_lowvol seed 2: ✓486 against 459 cited)."""
+    own = put(g, claim=GAS_CLAIM, confidence=0.9, status=EntryStatus.ARCHIVED)
+    other = put(g, claim=SWAP_CLAIM, confidence=0.9)
+    rule = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.8,
+               parent_entry_ids=(own.id, other.id), content="When 02-04, prefer swap")
+    clock.set(hour(6))
+    write(g, [swap(hour(4) + i, "negative") for i in range(4)])  # right for SWAP_CLAIM
+    validate_predictions(start_cycle(g))
+    assert get(g, other.id).validated_count == 4
+    assert (get(g, rule.id).validated_count, get(g, rule.id).contradicted_count) == (0, 0)
+    demote_and_prune(start_cycle(g))
+    assert get(g, rule.id).status is EntryStatus.DEMOTED  # its own insight is not active
+
+
 def test_too_little_evidence_is_undecided_and_changes_nothing(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM)
