@@ -143,10 +143,10 @@ class DistillerConfig:
                                     "metric or action) counts as this many hypotheses "
                                     "in the family-wise correction")
     hour_strata: list[str] = opt(
-        [], "a metric's hour-of-day windows are tested (and judged by the curator) within "
-        "strata of these episode attributes, e.g. [\"regime\"] (the metric less its mean per "
-        "stratum): a slow market state moves levels for hours, variance no clock time "
-        "explains. [] (default) tests the raw levels")
+        ["regime"], "a metric's hour-of-day windows are tested (and judged by the curator) "
+        "within strata of these episode attributes (the metric less its mean per stratum): a "
+        "slow market state moves levels for hours, variance no clock time explains. [] tests "
+        "the raw levels")
     edit_change: float = opt(0.25, "a confirmed claim whose effect-vs-baseline gap moved by more "
                              "than this fraction is EDITed with the new numbers, else UPVOTEd")
     max_parent_episodes: int = opt(50, "supporting episode ids kept on one distilled operation")
