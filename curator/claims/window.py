@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from curator.distiller.features import ATTRIBUTES, actions_of
 from curator.learn.causal_discovery import default_event_key
 from grimoire.records import Claim, Episode, EpisodeType, Outcome
 
@@ -28,17 +29,7 @@ Mask = npt.NDArray[np.bool_]
 NEGATIVE_RATE = "outcome:negative_rate"
 POSITIVE_RATE = "outcome:positive_rate"
 _MS_PER_HOUR = 3_600_000
-ATTRIBUTES = ("regime", "token_pair", "chain", "tool")
 _RATED = frozenset({Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL})
-
-
-def actions_of(episode: Episode) -> tuple[str, ...]:
-    """What the episode did: its ``actions``, else the tool of an action episode."""
-    if episode.actions:
-        return tuple(dict.fromkeys(episode.actions))
-    if episode.type is EpisodeType.ACTION and episode.tool:
-        return (episode.tool,)
-    return ()
 
 
 def event_key(episode: Episode) -> str | None:
