@@ -2,9 +2,9 @@
 
 Owns the recovery procedure run once by ``EpisodeStore.open``:
 
-1. read every LanceDB row without its vector, order by ``seq``, drop repeated ids
-   (first wins); the vectors are read after, a batch at a time (``LanceEpisodes.
-   read_rows``), each quantised into its row's place;
+1. read every LanceDB row without its vector (``LanceEpisodes.read_rows``), order by
+   ``seq``, drop repeated ids (first wins); the vectors are read last, a batch at a
+   time (``vector_batches``), each quantised into its row's place (step 4);
 2. take the journal rows whose id LanceDB lacks (a crash before or during a
    flush) and write them in one ``add()``, fsync; rows LanceDB already has (a
    crash after the add, before the journal cleanup: a "torn" flush) are
