@@ -26,9 +26,9 @@ LanceDB's scan batches, Arrow columns and the index's arrays built on open then 
 from the heap, between long-lived objects, and stay resident as holes when freed.
 ``map_large_allocations`` fixes the threshold (4 MiB: one query's buffers stay below it,
 so a retrieve makes no mmap call) and ``use_system_arrow_pool`` puts Arrow's buffers
-under the same rule. On a 100k-episode store the daemon's RSS after open went from
-378-395 to 366 MiB over five runs (scripts/bench_memory.py; each alone did less: the
-Arrow pool alone 408, the threshold alone 374).
+under the same rule. Opening a 100k-episode store in process, RSS went from 378-395 to
+366 MiB over five runs (each alone did less: the Arrow pool alone 408, the threshold
+alone 374); the daemon in scripts/bench_memory.py went from 405 to 387 MiB.
 
 Owns only those calls. No-op where there is no glibc (the Arrow part still runs).
 """
