@@ -332,8 +332,7 @@ class EpisodeIndex:
         snap.tool_code[:n] = self._string_codes("tool", table["tool"])
         snap.timestamp[:n] = table["timestamp"].to_numpy()
         snap.seq[:n] = table["seq"].to_numpy()
-        chunks, starts = _append_chunk(
-            (), (), table.drop_columns([c for c in ("vector",) if c in table.column_names]))
+        chunks, starts = _append_chunk((), (), table)
         self.snap = Snapshot(n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, n, ())

@@ -82,19 +82,26 @@ def _missing(stored: pa.Table, pending: list[JournalRow]) -> list[JournalRow]:
     return [row for row, there in zip(pending, found, strict=True) if not there]
 
 
+def _with_rows(stored: pa.Table, rows: list[JournalRow], schema: pa.Schema
+               ) -> tuple[pa.Table, pa.Table, npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """``stored`` (rows without vectors) plus journal ``rows``, ordered and unique; also the
+    journal rows as a full table (with vectors), their seqs and their vectors."""
+    vectors = np.stack([vec for _, _, vec in rows]).astype(np.float32)
+    seqs = np.asarray([seq for seq, _, _ in rows], dtype=np.int64)
+    table = episodes_to_arrow([ep for _, ep, _ in rows], seqs.tolist(), vectors, schema)
+    merged = _ordered_unique(pa.concat_tables([stored, table.select(stored.column_names)]))
+    return merged, table, seqs, vectors
+
+
 def recover(lance: LanceEpisodes, journal: Journal, index: EpisodeIndex,
             text: TextIndex) -> Recovery:
     stored = _ordered_unique(lance.read_rows())
     pending = journal.pending()
     replay = _missing(stored, pending)
     if replay:
-        vectors = np.stack([vec for _, _, vec in replay]).astype(np.float32)
-        table = episodes_to_arrow([ep for _, ep, _ in replay], [seq for seq, _, _ in replay],
-                                  vectors, lance.schema)
+        stored, table, _, _ = _with_rows(stored, replay, lance.schema)
         lance.append(table)
         lance.sync()
-        stored = _ordered_unique(pa.concat_tables(
-            [stored, table.drop_columns(["vector"]).select(stored.column_names)]))
         log.info("episodes.replay", rows=len(replay), skipped=len(pending) - len(replay))
     if pending:
         journal.release(max(seq for seq, _, _ in pending))
@@ -132,12 +139,8 @@ def _load_read_only(lance: LanceEpisodes, pending: list[JournalRow], index: Epis
     batches: Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = \
         lance.vector_batches()
     if extra:
-        vectors = np.stack([vec for _, _, vec in extra]).astype(np.float32)
-        seqs = [seq for seq, _, _ in extra]
-        table = episodes_to_arrow([ep for _, ep, _ in extra], seqs, vectors, lance.schema)
-        stored = _ordered_unique(pa.concat_tables(
-            [stored, table.drop_columns(["vector"]).select(stored.column_names)]))
-        batches = itertools.chain(batches, [(np.asarray(seqs, dtype=np.int64), vectors)])
+        stored, _, seqs, vectors = _with_rows(stored, extra, lance.schema)
+        batches = itertools.chain(batches, [(seqs, vectors)])
     index.load(stored, batches)
     text.load(stored["text"])
     top = int(stored["seq"].to_numpy().max()) if stored.num_rows else -1
