@@ -55,6 +55,40 @@ def test_allocator_settings_apply_unless_the_environment_chose() -> None:
     assert chosen == "jemalloc"
 
 
+_KEEPCOST_PROBE = """
+import ctypes, sys
+from grimoire.memory import map_large_allocations
+libc = ctypes.CDLL("libc.so.6")
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost").split()]
+libc.mallinfo2.restype = Info
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+map_large_allocations(4 << 20)
+block = libc.malloc(2 << 20)
+libc.free(block)
+print(libc.mallinfo2().keepcost)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_a_block_below_the_mmap_threshold_is_not_trimmed_on_every_free() -> None:
+    """A 2 MiB block freed on top of the heap stays there for the next call (glibc would
+    otherwise trim anything over 128 KiB once the mmap threshold is fixed), unless the
+    environment chose its own trim threshold."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+    run = [sys.executable, "-c", _KEEPCOST_PROBE]
+    kept = int(subprocess.run(run, env=env, capture_output=True, text=True,
+                              check=True).stdout)
+    assert kept >= 2 << 20
+    chosen = int(subprocess.run(run, env={**env, "MALLOC_TRIM_THRESHOLD_": str(128 << 10)},
+                                capture_output=True, text=True, check=True).stdout)
+    assert chosen < 1 << 20
+
+
 def test_open_and_every_tick_hand_freed_memory_back(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
