@@ -248,10 +248,7 @@ def _neighbours(ctx: Context, key: str) -> tuple[str, ...]:
     ``_MAX_NEIGHBOURS`` (mentionable ones first): past that, "near WETH" no
     longer narrows anything down.
     """
-    version = ctx.graph.count()
-    cache: dict[str, Any] | None = ctx.extras.get(_KG_CACHE)
-    if cache is None or cache.get("") != version or len(cache) > _MAX_CACHED_KEYS:
-        cache = ctx.extras[_KG_CACHE] = {"": version}
+    cache = _kg_cache(ctx)
     found: tuple[str, ...] | None = cache.get(key)
     if found is None:
         reached: set[str] = set()
@@ -262,6 +259,15 @@ def _neighbours(ctx: Context, key: str) -> tuple[str, ...]:
         found = cache[key] = tuple(sorted(reached, key=lambda k: (not _mentionable(k), k))
                                    )[:_MAX_NEIGHBOURS]
     return found
+
+
+def _kg_cache(ctx: Context) -> dict[Any, Any]:
+    """The walks' cache (``_neighbours``, ``_nearest``), emptied when the triple count moves."""
+    version = ctx.graph.count()
+    cache: dict[Any, Any] | None = ctx.extras.get(_KG_CACHE)
+    if cache is None or cache.get("") != version or len(cache) > _MAX_CACHED_KEYS:
+        cache = ctx.extras[_KG_CACHE] = {"": version}
+    return cache
 
 
 def _mentionable(key: str) -> bool:
@@ -275,8 +281,19 @@ def _nearest(ctx: Context, keys: Sequence[str], max_hops: int, limit: int
     Breadth first, one hop at a time, stopping once ``limit`` are found;
     within a hop by key. Bounded for hubs: at most ``_FANOUT`` entities are
     expanded per hop, bridges (oracles, contracts, …: never mentioned
-    themselves) before tokens and pools.
+    themselves) before tokens and pools. Cached with the neighbours (an agent asks
+    about the same few entities again and again; a hub's walk sorts ~2,000 keys).
     """
+    cache = _kg_cache(ctx)
+    memo_key = ("nearest", max_hops, limit, tuple(keys))  # never equal to a key (a str)
+    memo: tuple[tuple[str, int], ...] | None = cache.get(memo_key)
+    if memo is None:
+        memo = cache[memo_key] = tuple(_walk_nearest(ctx, keys, max_hops, limit))
+    return list(memo)
+
+
+def _walk_nearest(ctx: Context, keys: Sequence[str], max_hops: int, limit: int
+                  ) -> list[tuple[str, int]]:
     seen = set(keys)
     out = [(k, 0) for k in keys if _mentionable(k)][:limit]
     frontier = list(keys)

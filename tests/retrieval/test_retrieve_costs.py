@@ -4,7 +4,8 @@ Each test pins one mechanism of issue 15's retrieval work by its behaviour (neve
 timing): the log write is deferred until the answer has gone (over the socket it is not
 even handed to a thread before) but never makes a waiter wait; the log's rounding and
 baseline are computed from the handed-over breakdowns; the keyword and graph backends run
-as one job in the read pool.
+as one job in the read pool; a pooled episode's candidate (with its vector) and the KG walk
+from a query's entities are computed once, until what they depend on changes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from grimoire import Grimoire
+from grimoire import Grimoire, mentions
 from grimoire.afterwards import answering, later
 from grimoire.clock import FrozenClock
 from grimoire.retrieval.stages import sources, writes
@@ -147,3 +148,41 @@ def test_answering_runs_held_work_after_the_block_even_when_it_fails() -> None:
         raise RuntimeError("the answer could not be sent")
     assert ran == ["a", "b"]
     assert later(lambda: None) is False
+
+
+def test_a_pooled_episode_seen_before_has_its_vector_from_the_candidate_cache(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The episode candidates are cached per id (an episode never changes): a second
+    retrieve pooling the same episodes looks up no vector, and a new episode only its own."""
+    asked: list[list[str]] = []
+    store = g.context.episodes
+    real = store.vectors_for
+    monkeypatch.setattr(store, "vectors_for", lambda ids: asked.append(list(ids)) or real(ids))
+    first = g.retrieve(query="gas on base swap slippage", k=5)
+    assert asked and {i["id"] for i in first["items"] if i["kind"] == "episode"} <= {
+        i for ids in asked for i in ids}
+    asked.clear()
+    again = g.retrieve(query="gas on base swap slippage", k=5)
+    assert asked == []
+    assert [i["id"] for i in again["items"]] == [i["id"] for i in first["items"]]
+    new_id = g.episode_write(text="gas on base fell to 3 gwei", type="observation")["id"]
+    g.retrieve(query="gas on base swap slippage", k=5)
+    assert asked == [[new_id]]
+
+
+def test_the_kg_walk_is_cached_until_the_graph_changes(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk from a query's entities to their nearest mentioned ones runs once per set
+    of entities while the graph's triple count stays; a new fact walks again."""
+    walks: list[tuple[str, ...]] = []
+    real = mentions._walk_nearest
+    monkeypatch.setattr(mentions, "_walk_nearest", lambda ctx, keys, hops, limit: (
+        walks.append(tuple(keys)) or real(ctx, keys, hops, limit)))
+    entities = [{"kind": "token", "id": "WETH"}]
+    g.retrieve(query="swap", entities=entities)
+    g.retrieve(query="swap again", entities=entities)
+    assert walks == [("token:WETH",)]
+    g.kg_assert(subject={"kind": "token", "id": "WETH"}, predicate="price_correlation",
+                object={"kind": "oracle", "id": "chainlink-eth"}, valid_from=1)
+    g.retrieve(query="swap", entities=entities)
+    assert len(walks) == 2

@@ -59,18 +59,23 @@ def backend_ranks(pool: Pool) -> dict[str, dict[str, int]]:
     return ranks
 
 
-def _episode_candidate(ctx: Context, episode: Episode, vector: Vector) -> Candidate:
+def _episode_candidates(ctx: Context, episodes: Mapping[str, Episode]) -> dict[str, Candidate]:
     # Cached per id: an episode never changes, and building a Candidate (vector checks
-    # included) cost ~10 µs of the ~70 a retrieval spends per pooled item. Ranks are not
-    # part of it: the pipeline fuses them from the pool's lists (``backend_ranks``).
+    # included) cost ~10 µs of the ~70 a retrieval spends per pooled item. Only the
+    # episodes not cached yet have their vectors looked up (an id lookup and a
+    # dequantised row each). Ranks are not part of it: the pipeline fuses them from the
+    # pool's lists (``backend_ranks``).
     cache: dict[str, Candidate] | None = ctx.extras.get(_EPISODE_CANDIDATES)
     if cache is None or len(cache) > MAX_CACHED:
         cache = ctx.extras[_EPISODE_CANDIDATES] = {}
-    found = cache.get(episode.id)
-    if found is None:
-        found = cache[episode.id] = from_episode(episode, vector, ctx.config,
-                                                 emotion=pad_of_tag(episode.emotional_tag))
-    return found
+    missing = [episode_id for episode_id in episodes if episode_id not in cache]
+    if missing:
+        vectors = ctx.episodes.vectors_for(missing)
+        for row, episode_id in enumerate(missing):
+            episode = episodes[episode_id]
+            cache[episode_id] = from_episode(episode, vectors[row], ctx.config,
+                                             emotion=pad_of_tag(episode.emotional_tag))
+    return {episode_id: cache[episode_id] for episode_id in episodes}
 
 
 def candidates(ctx: Context, req: RetrieveRequest, pool: Pool, now: int,
@@ -84,10 +89,7 @@ def candidates(ctx: Context, req: RetrieveRequest, pool: Pool, now: int,
     out: dict[str, Candidate] = {}
     cfg = ctx.config
     if "episode" in kinds and pool.episodes:
-        ids = list(pool.episodes)
-        vectors = ctx.episodes.vectors_for(ids)
-        for row, episode_id in enumerate(ids):
-            out[episode_id] = _episode_candidate(ctx, pool.episodes[episode_id], vectors[row])
+        out.update(_episode_candidates(ctx, pool.episodes))
     if "entry" in kinds and pool.entries:
         # Decay is evaluated at the start of ``now``'s minute, so an entry's candidate can be
         # reused within that minute (same entry version): half-lives are a day or more, so
