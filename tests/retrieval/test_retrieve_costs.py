@@ -4,12 +4,16 @@ Each test pins one mechanism of issue 15's retrieval work by its behaviour (neve
 timing): the log write is deferred until the answer has gone (over the socket it is not
 even handed to a thread before) but never makes a waiter wait; the log's rounding and
 baseline are computed from the handed-over breakdowns; the keyword and graph backends run
-as one job in the read pool; a pooled episode's candidate (with its vector) and the KG walk
-from a query's entities are computed once, until what they depend on changes.
+as one job in the read pool, at the lowest priority, and the caller never waits for it; a
+pooled episode's candidate (with its vector) and the KG walk from a query's entities are
+computed once, until what they depend on changes.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -186,3 +190,44 @@ def test_the_kg_walk_is_cached_until_the_graph_changes(
                 object={"kind": "oracle", "id": "chainlink-eth"}, valid_from=1)
     g.retrieve(query="swap", entities=entities)
     assert len(walks) == 2
+
+
+def test_a_backend_the_read_pool_has_not_run_is_computed_by_the_caller(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool runs at the lowest priority, so the caller never waits for it: whatever it
+    has not finished when the caller needs it (here: nothing, it never runs) the caller
+    computes itself, with the same result; the pool's copy is cancelled."""
+    expected = g.retrieve(query="swap WETH on base", k=5,
+                          entities=[{"kind": "token", "id": "WETH"}])
+    queued: list[Any] = []
+
+    class Stalled:
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            queued.append(args)
+            return Future()
+
+    monkeypatch.setattr(sources, "_reads", lambda: Stalled())
+    answers: list[dict[str, Any]] = []
+    caller = threading.Thread(target=lambda: answers.append(g.retrieve(
+        query="swap WETH on base", k=5, entities=[{"kind": "token", "id": "WETH"}])),
+        daemon=True)
+    caller.start()
+    caller.join(60)
+    assert answers, "retrieve waited for a read pool that never ran its job"
+    result = answers[0]
+    assert len(queued) == 1
+    work = queued[0][0]
+    assert len(work) == 3 and all(future.cancelled() for future, _, _ in work)
+    assert [i["id"] for i in result["items"]] == [i["id"] for i in expected["items"]]
+    assert result["trace"]["backends"] == expected["trace"]["backends"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_the_read_pool_runs_at_the_lowest_priority() -> None:
+    """Its threads are reniced (not the process): the keyword backends fill the gaps the
+    query embedding leaves instead of preempting it."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    seen = sources._reads().submit(
+        lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+    assert seen == max(own, sources._READ_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own

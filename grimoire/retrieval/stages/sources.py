@@ -22,8 +22,10 @@ them. ``min_confidence`` applies to every candidate's (effective) confidence;
 episodes carry the configured episode confidence.
 
 The keyword and graph backends need no query vector: ``start_keyword`` runs
-them in a small shared read pool while the caller embeds the query, and
-``finish_keyword`` adds what they found in a fixed order. BM25 gets the
+them in a small shared read pool (at the lowest CPU priority, so they fill the
+gaps the embedding leaves) while the caller embeds the query, and
+``finish_keyword`` adds what they found in a fixed order, computing itself any
+the pool has not finished. BM25 gets the
 query's content words (stopwords out) and, of those, the distinctive ones
 (``stages.terms``). Unfiltered, the episode vector search reads the
 store's vector matrix directly and takes records from the episode cache
@@ -35,8 +37,11 @@ Must not score, fuse or select (``stages.pool`` turns the pool into candidates).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,6 +69,16 @@ __all__ = [
 ]
 
 _READ_WORKERS = 3
+# The read pool's threads run at the lowest CPU priority (nice 19, Linux: per thread), so
+# that the keyword backends fill the gaps the query embedding leaves on the two cores
+# instead of preempting its onnxruntime threads. At equal priority they made the embedding
+# slower by more than they took: over the socket after an idle pause, the embed stage was
+# 5.3-5.5 ms with them at nice 0 and 4.3-4.9 ms at nice 19, the backends still done when
+# needed (bench_retrieval, one run each, interleaved with the floor). Never waited for at
+# that priority: what the pool has not finished when the caller needs it, the caller
+# computes itself (``finish_keyword``), so a busy machine costs the retrieve the backends'
+# own time, not the time a low-priority thread waits for a core.
+_READ_NICE = 19
 _READS_LOCK = threading.Lock()
 _READS: ThreadPoolExecutor | None = None
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -83,11 +98,14 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 @dataclass
 class Keyword:
-    """The backends running in the read pool while the query is embedded."""
+    """The backends running in the read pool while the query is embedded: a future per
+    backend, and what computes it (``finish_keyword`` runs it itself when the pool has not
+    finished it)."""
 
     entries: Future[list[tuple[GrimoireEntry, float]]] | None = None
     episodes: Future[list[tuple[Episode, float]]] | None = None
     graph: Future[tuple[dict[str, list[Episode | GrimoireEntry]], dict[str, Any]]] | None = None
+    work: dict[Future[Any], tuple[Any, tuple[Any, ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,8 +200,17 @@ def _reads() -> ThreadPoolExecutor:
     with _READS_LOCK:
         if _READS is None:
             _READS = ThreadPoolExecutor(max_workers=_READ_WORKERS,
-                                        thread_name_prefix="grimoire-retrieval-reads")
+                                        thread_name_prefix="grimoire-retrieval-reads",
+                                        initializer=_lower_priority)
         return _READS
+
+
+def _lower_priority() -> None:
+    """This thread at nice ``_READ_NICE`` (Linux sets nice per thread; elsewhere the call
+    would renice the whole process, so it is skipped there, as it is when refused)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _READ_NICE)
 
 
 _THREAD_FETCH = 10
@@ -251,7 +278,8 @@ def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> K
 
     They run one after the other in one pool thread: the query embedding has both cores
     (two ONNX threads), and three more runnable threads beside it made the embedding
-    itself slower by more than the backends took (measured, bench_retrieval)."""
+    itself slower by more than the backends took (measured, bench_retrieval). The one
+    thread runs at the lowest priority for the same reason (``_READ_NICE``)."""
     out = Keyword()
     work: list[tuple[Future[Any], Any, tuple[Any, ...]]] = []
     words = keyword_query(req.query).split()
@@ -266,8 +294,20 @@ def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> K
         out.graph = Future()
         work.append((out.graph, _graph, (ctx, req, keys, kinds)))
     if work:
+        out.work = {future: (fn, args) for future, fn, args in work}
         _reads().submit(_run_all, work)
     return out
+
+
+def _outcome(keyword: Keyword, future: Future[Any]) -> Any:
+    """The backend's result: the pool's when it has finished, else computed here (a part
+    not started is cancelled; one under way is left to finish unused). These are reads,
+    so computing one twice is safe; the caller never waits for the low-priority pool."""
+    if future.done() or future not in keyword.work:
+        return future.result()
+    future.cancel()
+    fn, args = keyword.work[future]
+    return fn(*args)
 
 
 def vector_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
@@ -329,17 +369,18 @@ def temporal_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool,
 
 
 def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
-    """Add what the keyword and graph backends found (waiting for them), in a fixed order."""
+    """Add what the keyword and graph backends found, in a fixed order (computing here
+    whatever the read pool has not finished: ``_outcome``)."""
     if keyword.entries is not None:
-        found = keyword.entries.result()
+        found = _outcome(keyword, keyword.entries)
         if "entry" in kinds:
             pool.add("bm25.entry", [e for e, _ in found], [s for _, s in found])
     if keyword.episodes is not None:
-        episodes = keyword.episodes.result()
+        episodes = _outcome(keyword, keyword.episodes)
         if "episode" in kinds:
             pool.add("bm25.episode", [e for e, _ in episodes], [s for _, s in episodes])
     if keyword.graph is not None:
-        ranked, trace = keyword.graph.result()
+        ranked, trace = _outcome(keyword, keyword.graph)
         pool.graph = trace
         for kind, items in ranked.items():
             if items and kind in kinds:
