@@ -274,12 +274,15 @@ class Grimoire:
             return
         self._closed = True
         ctx = self._ctx
+        from grimoire.retrieval.stages.sources import settle_reads
         from grimoire.retrieval.stages.writes import drain
 
         try:  # retrieval log writes wait a few ms before queueing: land them first
             drain(ctx, timeout_s=10.0)
         except GrimoireError as exc:
             log.warning("grimoire.close.retrieval_logs_pending", error=str(exc))
+        if not settle_reads(ctx, timeout_s=10.0):  # a backend a caller did not wait for
+            log.warning("grimoire.close.retrieval_reads_pending")
         if ctx.embed_stage is not None:
             ctx.embed_stage.stop()  # what it accepted goes on to the writer before that stops
         ctx.writer.stop()

@@ -203,8 +203,10 @@ def test_a_backend_the_read_pool_has_not_run_is_computed_by_the_caller(
 
     class Stalled:
         def submit(self, fn: Any, *args: Any) -> Future[Any]:
-            queued.append(args)
-            return Future()
+            queued.append(args)  # accepted, never run
+            job: Future[Any] = Future()
+            job.set_result(None)
+            return job
 
     monkeypatch.setattr(sources, "_reads", lambda: Stalled())
     answers: list[dict[str, Any]] = []
@@ -231,3 +233,33 @@ def test_the_read_pool_runs_at_the_lowest_priority() -> None:
         lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
     assert seen == max(own, sources._READ_NICE)
     assert os.getpriority(os.PRIO_PROCESS, 0) == own
+
+
+def test_close_waits_for_a_backend_still_running_in_the_read_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend the caller computed itself may still run in the pool after the answer;
+    the stores do not close under it: ``close`` waits for it, then closes cleanly."""
+    release = threading.Event()
+    entered = threading.Event()
+    real = sources._bm25_entries
+
+    def slow_in_the_pool(*args: Any) -> Any:
+        if threading.current_thread().name.startswith("grimoire-retrieval-reads"):
+            entered.set()
+            release.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(sources, "_bm25_entries", slow_in_the_pool)
+    clock = FrozenClock()
+    g = open_grimoire(tmp_path / "data", clock)
+    put_entry(g, "Avoid swaps when gas is above 60 gwei on base")
+    result = g.retrieve(query="gas on base", k=3)
+    assert entered.wait(30)  # the pool's copy is under way
+    assert "bm25.entry" in result["trace"]["backends"]  # the caller did not wait for it
+    closing = threading.Thread(target=g.close, daemon=True)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # waiting for the pool's copy, not closing under it
+    release.set()
+    closing.join(30)
+    assert not closing.is_alive()

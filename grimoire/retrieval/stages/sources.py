@@ -45,6 +45,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +65,8 @@ from grimoire.stores.semantic_types import EntryFilter
 
 __all__ = [
     "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
-    "finish_keyword", "keyword_query", "start_keyword", "temporal_episodes", "vector_entries",
-    "vector_episodes",
+    "finish_keyword", "keyword_query", "settle_reads", "start_keyword", "temporal_episodes",
+    "vector_entries", "vector_episodes",
 ]
 
 _READ_WORKERS = 3
@@ -81,6 +82,7 @@ _READ_WORKERS = 3
 _READ_NICE = 19
 _READS_LOCK = threading.Lock()
 _READS: ThreadPoolExecutor | None = None
+_IN_FLIGHT = "retrieval.reads.in_flight"  # ctx.extras key: this context's running pool jobs
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words dropped from the BM25 query: the stores OR the words together, so an item
 # matching only "when" or "is" would get a full BM25 rank (an RRF vote) for nothing.
@@ -295,8 +297,31 @@ def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> K
         work.append((out.graph, _graph, (ctx, req, keys, kinds)))
     if work:
         out.work = {future: (fn, args) for future, fn, args in work}
-        _reads().submit(_run_all, work)
+        _track(ctx, _reads().submit(_run_all, work))
     return out
+
+
+def _track(ctx: Context, job: Future[None]) -> None:
+    """Keep ``job`` in the context's in-flight reads until it ends: a backend the caller
+    computed itself may still be running in the pool after the retrieve has answered,
+    and the stores must not close under it (``settle_reads``)."""
+    with ctx.state_lock:
+        in_flight: set[Future[None]] = ctx.extras.setdefault(_IN_FLIGHT, set())
+        in_flight.add(job)
+
+    def done(finished: Future[None]) -> None:
+        with ctx.state_lock:
+            in_flight.discard(finished)
+
+    job.add_done_callback(done)
+
+
+def settle_reads(ctx: Context, timeout_s: float = 10.0) -> bool:
+    """Wait until no read-pool job of this context is running (before its stores close);
+    False if some were still running after ``timeout_s``."""
+    with ctx.state_lock:
+        jobs = list(ctx.extras.get(_IN_FLIGHT, ()))
+    return not wait_futures(jobs, timeout=timeout_s).not_done if jobs else True
 
 
 def _outcome(keyword: Keyword, future: Future[Any]) -> Any:
