@@ -74,7 +74,7 @@ _READ_WORKERS = 3
 # that the keyword backends fill the gaps the query embedding leaves on the two cores
 # instead of preempting its onnxruntime threads. At equal priority they made the embedding
 # slower by more than they took: over the socket after an idle pause, the embed stage was
-# 5.3-5.5 ms with them at nice 0 and 4.3-4.9 ms at nice 19, the backends still done when
+# 5.3-5.5 ms with them at nice 0 and 4.1-4.9 ms at nice 19, the backends still done when
 # needed (bench_retrieval, one run each, interleaved with the floor). Never waited for at
 # that priority: what the pool has not finished when the caller needs it, the caller
 # computes itself (``finish_keyword``), so a busy machine costs the retrieve the backends'
