@@ -24,6 +24,7 @@ import pytest
 from grimoire import Grimoire, mentions
 from grimoire.afterwards import answering, later
 from grimoire.clock import FrozenClock
+from grimoire.retrieval import pipeline
 from grimoire.retrieval.stages import sources, writes
 from grimoire.retrieval.stages.log import LogJob, logged
 from tests.retrieval.retrieve_support import HOUR, open_grimoire, put_entry
@@ -249,7 +250,13 @@ def test_close_waits_for_a_backend_still_running_in_the_read_pool(
             release.wait(30)
         return real(*args)
 
+    def once_the_pool_has_started(*args: Any) -> Any:
+        entered.wait(30)  # else the caller may cancel the pool's copy before it starts
+        return real_finish(*args)
+
+    real_finish = pipeline.finish_keyword
     monkeypatch.setattr(sources, "_bm25_entries", slow_in_the_pool)
+    monkeypatch.setattr(pipeline, "finish_keyword", once_the_pool_has_started)
     clock = FrozenClock()
     g = open_grimoire(tmp_path / "data", clock)
     put_entry(g, "Avoid swaps when gas is above 60 gwei on base")
