@@ -5,10 +5,6 @@ its pruning exemption are reached."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from curator.lifecycle import prune_exempt
 from grimoire import Grimoire
@@ -16,12 +12,7 @@ from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.decay import effective_confidence
 from grimoire.records import Category, EntryStatus
 from grimoire.stores.semantic_types import EntryFilter
-from tests.curator.test_curator_support import episode, grimoire_at, hour, write
-
-
-@pytest.fixture
-def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
-    yield from grimoire_at(tmp_path, clock)
+from tests.curator.test_curator_support import episode, hour, write
 
 
 def _warnings(g: Grimoire) -> list:  # type: ignore[type-arg]

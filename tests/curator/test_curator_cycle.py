@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from tests.curator.test_curator_support import (
     finish_cycle,
     gas_obs,
     get,
-    grimoire_at,
     hour,
     open_grimoire,
     put,
@@ -36,11 +34,6 @@ from tests.curator.test_curator_support import (
     swap,
     write,
 )
-
-
-@pytest.fixture
-def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
-    yield from grimoire_at(tmp_path, clock)
 
 
 def test_cycle_runs_every_phase_and_records_itself(g: Grimoire, clock: FrozenClock) -> None:

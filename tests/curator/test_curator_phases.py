@@ -5,8 +5,6 @@ prune (validation: test_curator_validate.py). Each test opens a real Grimoire in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,19 +23,12 @@ from tests.curator.test_curator_support import (
     finish_cycle,
     gas_obs,
     get,
-    grimoire_at,
     hour,
     put,
     start_cycle,
     swap,
     write,
 )
-
-
-@pytest.fixture
-def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
-    yield from grimoire_at(tmp_path, clock)
-
 
 # --- 2. compress -------------------------------------------------------------------------
 

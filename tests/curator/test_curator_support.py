@@ -47,7 +47,7 @@ def open_grimoire(path: Path, clock: FrozenClock, **changes: Any) -> Grimoire:
 
 
 def grimoire_at(tmp_path: Path, clock: FrozenClock, **changes: Any) -> Iterator[Grimoire]:
-    """Body of each test module's ``g`` fixture."""
+    """Body of a ``g`` fixture (``tests/curator/conftest.py`` and modules elsewhere)."""
     with open_grimoire(tmp_path / "data", clock, **changes) as g:
         yield g
 

@@ -5,7 +5,6 @@ reversals), metric-band claims included. Each test opens a real Grimoire in tmp_
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from tests.curator.test_curator_support import (
     finish_cycle,
     gas_obs,
     get,
-    grimoire_at,
     hour,
     open_grimoire,
     put,
@@ -32,12 +30,6 @@ from tests.curator.test_curator_support import (
     swap,
     write,
 )
-
-
-@pytest.fixture
-def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
-    yield from grimoire_at(tmp_path, clock)
-
 
 # --- 1. validate predictions ---------------------------------------------------------------
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,17 +18,11 @@ from tests.curator.test_curator_support import (
     finish_cycle,
     gas_obs,
     get,
-    grimoire_at,
     hour,
     put,
     start_cycle,
     write,
 )
-
-
-@pytest.fixture
-def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
-    yield from grimoire_at(tmp_path, clock)
 
 
 def test_unique_prefix_ambiguous_prefix_and_unknown_id(g: Grimoire) -> None:
