@@ -32,6 +32,7 @@ __all__ = [
     "LOCAL_PROVENANCE",
     "SUMMARY_TAG",
     "demotion_reason",
+    "derived_from",
     "is_derived",
     "is_summary",
     "low_confidence_count",
@@ -56,6 +57,13 @@ def is_summary(entry: GrimoireEntry) -> bool:
 def is_derived(entry: GrimoireEntry) -> bool:
     """A rule the curator parameterized from an insight (its parent_entry_ids)."""
     return DERIVED_TAG in entry.tags and bool(entry.parent_entry_ids)
+
+
+def derived_from(entry: GrimoireEntry) -> str | None:
+    """The insight a derived rule was parameterized from: its first parent (None for any
+    other entry). A merge may add more parents later; they state other claims, so a rule is
+    judged by, refreshed from and listed with this one only."""
+    return entry.parent_entry_ids[0] if is_derived(entry) else None
 
 
 def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,

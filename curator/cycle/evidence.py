@@ -63,7 +63,7 @@ from curator.cycle.state import (
     refresh,
 )
 from curator.distiller import stats
-from curator.lifecycle import is_derived
+from curator.lifecycle import derived_from
 from curator.operations import category_for_claim
 from curator.render import band_cut_in
 from grimoire.context import Context
@@ -190,13 +190,13 @@ def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
     newest episode behind it; None: not known, every episode is new)."""
     if entry.claim is not None:
         return _with_band_cut(entry.claim, entry), None, entry.valid_from
-    if is_derived(entry):
-        # Only the insight it was derived from (its first parent): a parent a merge added
-        # later states another claim ("low_vol" merged into a "high_vol" warning), and
-        # judging the rule by it counted that claim's episodes under this rule's sentence.
-        parent = by_id.get(entry.parent_entry_ids[0])
-        if parent is not None and parent.claim is not None:
-            return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
+    # Only the insight it was derived from: a parent a merge added later states another
+    # claim ("low_vol" merged into a "high_vol" warning), and judging the rule by it counted
+    # that claim's episodes under this rule's sentence.
+    source = derived_from(entry)
+    parent = by_id.get(source) if source is not None else None
+    if parent is not None and parent.claim is not None:
+        return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
     return None
 
 

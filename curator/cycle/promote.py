@@ -35,7 +35,7 @@ from curator.cycle.state import (
     refresh,
 )
 from curator.derive import derive_rule
-from curator.lifecycle import LOCAL_PROVENANCE, is_derived, promotion_reason
+from curator.lifecycle import LOCAL_PROVENANCE, derived_from, promotion_reason
 from curator.rule_gate import RULE_CATEGORIES, admit_rule
 from grimoire.decay import default_decay_class
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
@@ -115,9 +115,8 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
         if rule is None:
             continue
         counts["insights"] += 1
-        # Its own rule: derived from it first (a merge may add more parents to a rule).
-        mine = [c for c in children.get(insight.id, [])
-                if is_derived(c) and c.parent_entry_ids[0] == insight.id]
+        # Its own rule: derived from it (a merge may add more parents to a rule).
+        mine = [c for c in children.get(insight.id, []) if derived_from(c) == insight.id]
         if mine:
             live = [c for c in mine if c.status is not EntryStatus.ARCHIVED
                     and c.content != rule.content and c.category is rule.category]
@@ -171,12 +170,12 @@ def parameterize(cy: Cycle) -> dict[str, Any]:
 
 def parent_active_map(entries: list[GrimoireEntry],
                       status_of: dict[str, EntryStatus]) -> dict[str, bool]:
-    """For each derived rule: is the insight it was derived from (its first parent) active?
+    """For each derived rule: is the insight it was derived from (``derived_from``) active?
 
     Not any parent: one a merge added states another claim, and kept a rule listed whose
     own insight had been archived (its sentence no longer refreshed, its ✓ still growing)."""
-    return {e.id: status_of.get(e.parent_entry_ids[0]) is EntryStatus.ACTIVE
-            for e in entries if is_derived(e)}
+    return {e.id: status_of.get(source) is EntryStatus.ACTIVE
+            for e in entries if (source := derived_from(e)) is not None}
 
 
 def promotion_change(cy: Cycle, entry: GrimoireEntry, parent_ok: bool = True) -> Change | None:
