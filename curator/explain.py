@@ -24,8 +24,8 @@ from grimoire.context import Context
 from grimoire.decay import effective_confidence, half_life_ms, retention
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.records import EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_evidence import DECISION_PREFIX
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.evidence import DECISION_PREFIX
+from grimoire.stores.semantic.types import EntryFilter
 from playbook import iso_utc
 
 __all__ = ["explain_entry", "resolve_entry"]

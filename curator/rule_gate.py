@@ -34,7 +34,7 @@ from grimoire.records import (
     GrimoireEntry,
     Provenance,
 )
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["RULE_CATEGORIES", "admit_rule"]
 

@@ -19,9 +19,9 @@ from grimoire.clock import Clock
 from grimoire.config import Config
 from grimoire.embed import Embedder
 from grimoire.logs import EventLog
-from grimoire.stores.episodes import EpisodeStore
-from grimoire.stores.graph import GraphStore
-from grimoire.stores.semantic import SemanticStore
+from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.graph.store import GraphStore
+from grimoire.stores.semantic.store import SemanticStore
 from grimoire.writer import Writer
 
 __all__ = ["Context", "CuratorHook", "DistillHook", "PostWriteHook"]

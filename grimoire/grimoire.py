@@ -31,9 +31,9 @@ from grimoire.errors import ConfigError, GrimoireError, NotAvailableError, Store
 from grimoire.llm import LLM
 from grimoire.logs import EventLog, get_logger
 from grimoire.memory import release_free_memory
-from grimoire.stores.episodes import EpisodeStore
-from grimoire.stores.graph import GraphStore
-from grimoire.stores.semantic import SemanticStore
+from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.graph.store import GraphStore
+from grimoire.stores.semantic.store import SemanticStore
 from grimoire.writer import Writer
 
 __all__ = ["Grimoire", "ReadOnlyWriter"]

@@ -48,7 +48,7 @@ from grimoire.config import EpisodesConfig
 from grimoire.embed import FastEmbedEmbedder
 from grimoire.logs import configure_logging
 from grimoire.records import Episode, EpisodeType
-from grimoire.stores.episodes import EpisodeStore
+from grimoire.stores.episodes.store import EpisodeStore
 
 WORDS = ["gas", "swap", "pool", "liquidity", "slippage", "regime", "whale", "oracle", "vault",
          "bridge", "fee", "price", "volume", "weth", "usdc", "dai", "arbitrum", "base",

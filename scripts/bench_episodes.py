@@ -1,4 +1,4 @@
-"""Benchmark of the episodic store (grimoire.stores.episodes); prints one table.
+"""Benchmark of the episodic store (grimoire.stores.episodes.store); prints one table.
 
 For each size N it builds a fresh store with batched appends, then measures:
 single appends (one episode per call, durable), batched append throughput,
@@ -34,7 +34,7 @@ from grimoire.clock import SystemClock
 from grimoire.config import EpisodesConfig
 from grimoire.embed import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Outcome, Regime
-from grimoire.stores.episodes import EpisodeFilter, EpisodeStore
+from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 
 ACTIONS = ["swap", "rebalance", "bridge", "stake", "unstake", "claim", "hedge", "observe"]
 TOKENS = ["eth", "usdc", "wbtc", "dai", "arb", "op", "link", "uni", "aave", "steth"]

@@ -41,10 +41,10 @@ from grimoire.records.graph import (
     Predicate,
     TemporalTriple,
 )
-from grimoire.stores import graph_codec as codec
-from grimoire.stores.graph import GraphStore
-from grimoire.stores.graph_adjacency import Adjacency
-from grimoire.stores.graph_versions import EdgeChange
+from grimoire.stores.graph import codec
+from grimoire.stores.graph.adjacency import Adjacency
+from grimoire.stores.graph.store import GraphStore
+from grimoire.stores.graph.versions import EdgeChange
 
 START_BLOCK = 18_000_000
 

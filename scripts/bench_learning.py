@@ -45,7 +45,7 @@ from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
 from grimoire.feeds.sim_market import GAS_UNITS, in_hours
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 T0 = 1_767_225_600_000
 REVERSAL_TICK = 1500

@@ -84,7 +84,7 @@ from grimoire.service.daemon import (  # noqa: E402
     freeze_startup_objects,
 )
 from grimoire.service.server import Server  # noqa: E402
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind  # noqa: E402
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind  # noqa: E402
 
 TOKENS = ["WETH", "USDC", "DAI", "WBTC", "LINK", "UNI", "AAVE", "ARB", "OP", "MKR"]
 CHAINS = ["ethereum", "base", "arbitrum", "optimism"]

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grimoire.clock import FrozenClock
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
-from grimoire.stores.semantic import SemanticStore
-from grimoire.stores.semantic_types import CausalEdge, EntryFilter
+from grimoire.stores.semantic.store import SemanticStore
+from grimoire.stores.semantic.types import CausalEdge, EntryFilter
 from grimoire.stores.sqlite import Synchronous
 
 DIM = 384

@@ -40,8 +40,8 @@ from grimoire.records import (
     GrimoireEntry,
     Provenance,
 )
-from grimoire.stores.episodes import EpisodeStore
-from grimoire.stores.semantic import SemanticStore
+from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.semantic.store import SemanticStore
 
 WORDS = [
     "gas", "swap", "pool", "liquidity", "slippage", "regime", "whale", "oracle", "vault",

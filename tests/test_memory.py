@@ -17,7 +17,7 @@ import pytest
 
 import grimoire.grimoire as facade
 import grimoire.service.daemon as daemon_module
-import grimoire.stores.episodes as episodes_module
+import grimoire.stores.episodes.store as episodes_module
 from grimoire.clock import FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.feeds import NoneFeed

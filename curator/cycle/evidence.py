@@ -78,7 +78,7 @@ from grimoire.records import (
     Provenance,
     Regime,
 )
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind, EntryFilter
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import render_claim
 
 __all__ = ["cross_reference_causal", "link_change", "validate_predictions",

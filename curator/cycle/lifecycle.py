@@ -43,7 +43,7 @@ from curator.lifecycle import (
 from grimoire.context import Context
 from grimoire.decay import effective_confidence
 from grimoire.records import EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import QuarantineRecord
+from grimoire.stores.semantic.types import QuarantineRecord
 
 __all__ = ["compact_episodes", "decay", "demote_and_prune", "review_quarantine"]
 

@@ -32,7 +32,7 @@ from grimoire.errors import ValidationError
 from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, EntryStatus, Episode, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = [
     "ALL_STATUSES",

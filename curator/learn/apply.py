@@ -41,7 +41,7 @@ from grimoire.gate.agreement import claim_relation
 from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
 __all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
 

@@ -56,7 +56,7 @@ from grimoire.context import Context
 from grimoire.decay import effective_confidence
 from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, Episode, EpisodeType
-from grimoire.stores.semantic_types import EdgeKind, EntryFilter
+from grimoire.stores.semantic.types import EdgeKind, EntryFilter
 
 __all__ = ["LEARN_STATS_KEY", "VOTES_KEY", "asserted_links", "distill", "event_key",
            "existing_claims", "record_votes", "strategy_window"]

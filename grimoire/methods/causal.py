@@ -37,7 +37,7 @@ from grimoire.retrieval.auto_link import Event, predecessors
 from grimoire.retrieval.chain import ChainLink, walk_to_root
 from grimoire.retrieval.render import narrative
 from grimoire.retrieval.stages.records import BOOST_KINDS, Node, node
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
 __all__ = ["CHAIN_KINDS", "causal_chain", "causal_link", "chain_for", "chain_items",
            "link_new_episodes"]

@@ -41,7 +41,7 @@ from grimoire.records import (
     parse_optional_enum,
 )
 from grimoire.records.text import require_unicode
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["Proposal", "add_entry", "admit", "get_entry", "list_entries", "proposal_from_params"]
 

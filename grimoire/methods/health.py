@@ -23,7 +23,7 @@ from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.methods.status import HEALTH_METRICS
 from grimoire.records import Category, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["BANDS", "Band", "register_health_metrics"]
 

@@ -48,8 +48,8 @@ from grimoire.retrieval.stages.region import region_model
 from grimoire.retrieval.stages.support import WEIGHTS_META, learned_weights, set_learned_weights
 from grimoire.retrieval.stages.writes import wait
 from grimoire.retrieval.weights import HedgeWeights
-from grimoire.stores.semantic_evidence import decision_unit
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind, RetrievalRecord
+from grimoire.stores.semantic.evidence import decision_unit
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind, RetrievalRecord
 
 __all__ = ["OUTCOMES", "decision_unit", "outcome_report"]
 

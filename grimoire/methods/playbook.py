@@ -22,7 +22,7 @@ from grimoire.context import Context
 from grimoire.decay import effective_confidence
 from grimoire.errors import StoreError
 from grimoire.records import Category, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 from playbook import PlaybookItem, compile_listing, write_atomic
 
 __all__ = ["playbook_counts", "playbook_get", "render_playbook", "select_entries",

@@ -45,7 +45,7 @@ from grimoire.portable.manifest import (
     write_json_atomic,
 )
 from grimoire.records import Category, EntryStatus
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle"]
 

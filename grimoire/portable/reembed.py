@@ -39,9 +39,9 @@ from grimoire.embed import Embedder
 from grimoire.errors import StoreError, ValidationError
 from grimoire.portable.backup import _lmdb_backup, _sqlite_backup
 from grimoire.regions import REGIONS_META
-from grimoire.stores.episodes import EpisodeStore
-from grimoire.stores.semantic_codec import vector_to_blob
-from grimoire.stores.semantic_schema import META_MODEL
+from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.semantic.codec import vector_to_blob
+from grimoire.stores.semantic.schema import META_MODEL
 from grimoire.stores.sqlite import connect
 
 __all__ = ["reembed"]

@@ -30,7 +30,7 @@ from grimoire.methods.entry import Proposal, admit, proposal_from_params
 from grimoire.methods.episode import write_episodes
 from grimoire.methods.kg import kg_assert
 from grimoire.records import Provenance
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
 __all__ = ["IMPORT_PROVENANCES", "INHERITED_EDGE_WEIGHT", "INHERITED_TAG", "import_items"]
 

@@ -8,7 +8,7 @@ JSON-safe ``to_dict`` forms for the socket.
 
 It must not touch storage or the clock, and imports nothing from Grimoire but
 the error tree: the temporal rules (closing, reinforcing, what was known
-when) belong to ``grimoire.stores.graph``.
+when) belong to ``grimoire.stores.graph.store``.
 
 The four times of a triple:
 

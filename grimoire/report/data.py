@@ -25,7 +25,7 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.records import Category, EntryStatus, EpisodeType, Outcome
-from grimoire.stores.semantic_types import EdgeKind, EntryFilter
+from grimoire.stores.semantic.types import EdgeKind, EntryFilter
 
 __all__ = ["CausalSummary", "ReportData", "RetrievalDay", "RuleHistory", "collect", "day_of"]
 

@@ -11,7 +11,7 @@ from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.decay import effective_confidence
 from grimoire.records import Category, EntryStatus
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 from tests.curator.test_curator_support import episode, hour, write
 
 

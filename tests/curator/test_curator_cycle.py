@@ -20,7 +20,7 @@ from curator.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EdgeKind
+from grimoire.stores.semantic.types import EdgeKind
 from tests.curator.test_curator_support import (
     GAS_CLAIM,
     deltas,

@@ -15,7 +15,7 @@ from grimoire.feeds import SimFeed, load_scenario
 from grimoire.grimoire import Grimoire
 from grimoire.llm import LLM
 from grimoire.records import EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 MINUTE = 60_000
 # A start on a UTC midnight, so that hour-of-day windows line up with the plan.

@@ -19,7 +19,7 @@ from grimoire.grimoire import Grimoire
 from grimoire.methods.episode import count_for_distillation
 from grimoire.methods.status import HEALTH_METRICS
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EdgeKind
+from grimoire.stores.semantic.types import EdgeKind
 from tests.learn.learn_support import (
     T0,
     alert_stream,

@@ -20,7 +20,7 @@ from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, GrimoireEntry
-from grimoire.stores.semantic_types import CausalEdge, EdgeKind
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 from tests.learn.learn_support import MINUTE, T0, entries, open_grimoire, write
 
 NOW = T0 + 3 * MS_PER_DAY

@@ -20,7 +20,7 @@ from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.grimoire import Grimoire
 from grimoire.records import Category, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 from tests.learn.learn_support import T0, distilled, entries, open_grimoire, stored
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.methods.causal import NO_CONTEXT
-from grimoire.stores.semantic_types import EdgeKind
+from grimoire.stores.semantic.types import EdgeKind
 from tests.retrieval.retrieve_support import open_grimoire, put_entry
 
 MINUTE = 60_000

@@ -20,8 +20,8 @@ from grimoire.config import EpisodesConfig
 from grimoire.embed import HashEmbedder
 from grimoire.errors import ValidationError
 from grimoire.records import Episode, EpisodeType, Importance, Outcome, Regime
-from grimoire.stores.episodes import EpisodeFilter, EpisodeStore
-from grimoire.stores.episodes_schema import episode_from_json, episode_to_json
+from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
+from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 
 EMB = HashEmbedder(dim=32)
 _counter = itertools.count()

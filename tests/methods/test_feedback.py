@@ -14,7 +14,7 @@ from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.records import Category, Claim, DecayClass, Regime
-from grimoire.stores.semantic_types import EdgeKind
+from grimoire.stores.semantic.types import EdgeKind
 from tests.retrieval.retrieve_support import DAY, entry, ids, open_grimoire, put_entry, settle
 
 QUERY = "gas high wait swapping"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from grimoire.errors import ValidationError
-from grimoire.stores import semantic_schema
+from grimoire.stores.semantic import schema as semantic_schema
 from grimoire.stores.sqlite import connect
-from tests.stores.test_semantic_support import open_store
+from tests.stores.semantic.test_semantic_support import open_store
 
 
 def test_a_cycle_listing_is_recorded_and_a_retried_cycle_replaces_it(tmp_path: Path) -> None:

@@ -21,13 +21,13 @@ from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
 from grimoire.errors import NotAvailableError, SchemaVersionError, StoreError
 from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue, Predicate
-from grimoire.stores import semantic_schema
-from grimoire.stores.episodes import EpisodeStore
-from grimoire.stores.graph import GraphStore
-from grimoire.stores.semantic import SemanticStore
+from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.graph.store import GraphStore
+from grimoire.stores.semantic import schema as semantic_schema
+from grimoire.stores.semantic.store import SemanticStore
 from grimoire.stores.sqlite import connect
-from tests.stores.test_episode_store import EMB, add, make_episode, vecs
-from tests.stores.test_semantic_support import DIM, MODEL, make_entry, unit
+from tests.stores.episodes.test_episode_store import EMB, add, make_episode, vecs
+from tests.stores.semantic.test_semantic_support import DIM, MODEL, make_entry, unit
 
 AAVE = EntityRef(EntityKind.CONTRACT, "aave")
 LINK = EntityRef(EntityKind.ORACLE, "chainlink")
@@ -254,7 +254,7 @@ def test_episode_reader_rereads_when_the_writer_removes_the_version_under_it(
     """The writer's compaction (cleanup 0) may delete the files of the version a reader is
     reading: the read fails inside LanceDB (in the rows' pass or the vectors' pass), and
     the reader reads both again from the then-latest version."""
-    from grimoire.stores.episodes_lance import LanceEpisodes
+    from grimoire.stores.episodes.lance import LanceEpisodes
 
     path = tmp_path / "episodes"
     written = [make_episode() for _ in range(3)]

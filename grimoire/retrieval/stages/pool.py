@@ -37,7 +37,7 @@ from grimoire.retrieval.stages.records import (
 )
 from grimoire.retrieval.stages.sources import Pool, entry_filter, entry_ok, episode_ok
 from grimoire.retrieval.stages.support import entry_vectors, pad_of_tag
-from grimoire.stores.semantic_mentions import Version, version_of
+from grimoire.stores.semantic.mentions import Version, version_of
 
 __all__ = ["ancestors", "backend_ranks", "candidates"]
 

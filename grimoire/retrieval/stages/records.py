@@ -20,8 +20,8 @@ from grimoire.context import Context
 from grimoire.errors import NotFoundError
 from grimoire.records import Episode, GrimoireEntry
 from grimoire.retrieval.stages.support import record_time
-from grimoire.stores.semantic_mentions import Version, version_of
-from grimoire.stores.semantic_types import EdgeKind
+from grimoire.stores.semantic.mentions import Version, version_of
+from grimoire.stores.semantic.types import EdgeKind
 
 __all__ = ["BOOST_KINDS", "Node", "current_entries", "episode_by_id", "node", "require_event"]
 

@@ -60,8 +60,8 @@ from grimoire.retrieval.stages.records import current_entries, episode_by_id
 from grimoire.retrieval.stages.support import record_time
 from grimoire.retrieval.stages.terms import selective_words
 from grimoire.retrieval.temporal import Window
-from grimoire.stores.episodes import EpisodeFilter
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.episodes.store import EpisodeFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = [
     "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
