@@ -21,8 +21,8 @@ from typing import Any
 
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
-from grimoire.decay import effective_confidence, half_life_ms, retention
 from grimoire.errors import NotFoundError, ValidationError
+from grimoire.gate.decay import effective_confidence, half_life_ms, retention
 from grimoire.records import EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.evidence import DECISION_PREFIX
 from grimoire.stores.semantic.types import EntryFilter

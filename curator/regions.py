@@ -11,7 +11,7 @@ trip) in the semantic store's meta table.
 
 The read side (regions, ``assign``, ``best_action``, ``p_success``,
 ``region_quality``, the persisted format's centroids and outcome counts)
-lives in ``grimoire.regions.RegionView``, which this class extends: retrieval
+lives in ``grimoire.retrieval.regions.RegionView``, which this class extends: retrieval
 reads the persisted model through it without importing the curator.
 
 Incremental by design: each curator cycle assigns its new episodes to the
@@ -36,7 +36,7 @@ from grimoire.config import CuratorConfig
 from grimoire.errors import ValidationError
 from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType, Outcome
-from grimoire.regions import FORMAT, ActionStats, RegionView, action_name, check_format
+from grimoire.retrieval.regions import FORMAT, ActionStats, RegionView, action_name, check_format
 
 __all__ = ["FORMAT", "RegionModel", "action_types", "episode_reward"]
 

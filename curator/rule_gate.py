@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.context import Context
-from grimoire.decay import default_decay_class, effective_confidence
 from grimoire.errors import NotFoundError
 from grimoire.gate.admission import Candidate, Neighbour, assess
+from grimoire.gate.decay import default_decay_class, effective_confidence
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.records import (

@@ -17,12 +17,12 @@ from typing import Any
 
 from grimoire.clock import Clock
 from grimoire.config import Config
-from grimoire.embed import Embedder
 from grimoire.logs import EventLog
+from grimoire.models.embedders import Embedder
+from grimoire.runtime.writer import Writer
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
-from grimoire.writer import Writer
 
 __all__ = ["Context", "CuratorHook", "DistillHook", "PostWriteHook"]
 

@@ -26,15 +26,16 @@ from grimoire import __version__
 from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
 from grimoire.context import Context
-from grimoire.embed import Embedder, make_embedder
 from grimoire.errors import ConfigError, GrimoireError, NotAvailableError, StoreError
-from grimoire.llm import LLM
 from grimoire.logs import EventLog, get_logger
-from grimoire.memory import release_free_memory
+from grimoire.models.embedders import Embedder
+from grimoire.models.factory import make_embedder
+from grimoire.models.llm import LLM
+from grimoire.runtime.memory import release_free_memory
+from grimoire.runtime.writer import Writer
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
-from grimoire.writer import Writer
 
 __all__ = ["Grimoire", "ReadOnlyWriter"]
 
@@ -121,10 +122,10 @@ def _wire(ctx: Context) -> None:
     from curator.cycle.run import curator_hook
     from curator.learn import hook as learn
     from curator.learn.reflexion_hook import reflexion_hook
-    from grimoire.mentions import record_episode_mentions
     from grimoire.methods.causal import link_new_episodes
     from grimoire.methods.episode import count_for_distillation
     from grimoire.methods.health import register_health_metrics
+    from grimoire.retrieval.stages.mentions import record_episode_mentions
     from grimoire.retrieval.stages.terms import observe_episode_terms
 
     ctx.post_write_hooks.append(count_for_distillation)

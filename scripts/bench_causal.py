@@ -46,7 +46,7 @@ import structlog
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import embed_one
+from grimoire.models.embedders import embed_one
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import FastEmbedEmbedder
 from grimoire.logs import configure_logging
+from grimoire.models.embedders import FastEmbedEmbedder
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes.store import EpisodeStore
 

@@ -42,9 +42,10 @@ from curator.cycle.run import run_cycle
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import Config
-from grimoire.embed import Embedder, HashEmbedder, make_embedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.ids import new_id
+from grimoire.models.embedders import Embedder, HashEmbedder
+from grimoire.models.factory import make_embedder
 from grimoire.records import (
     Category,
     Claim,

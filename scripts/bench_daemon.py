@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from grimoire.config import Config  # noqa: E402
-from grimoire.embed import Embedder, make_embedder  # noqa: E402
+from grimoire.models.embedders import Embedder  # noqa: E402
+from grimoire.models.factory import make_embedder  # noqa: E402
 from grimoire.service.client import Client  # noqa: E402
 
 WORDS = ["gas", "fee", "swap", "bridge", "slippage", "pool", "oracle", "vault", "whale", "weth",

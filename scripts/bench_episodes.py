@@ -32,7 +32,7 @@ import structlog
 
 from grimoire.clock import SystemClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Outcome, Regime
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 

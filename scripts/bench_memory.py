@@ -110,7 +110,7 @@ def build_store(root: Path, episodes: int) -> None:
     import structlog
     from bench_retrieval import build
 
-    from grimoire.embed import FastEmbedEmbedder
+    from grimoire.models.embedders import FastEmbedEmbedder
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     g, _, _, _ = build(root, FastEmbedEmbedder(), episodes, 2_000, 10_000, 1_000, 7)

@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from grimoire import Grimoire  # noqa: E402
-from grimoire.embed import HashEmbedder  # noqa: E402
 from grimoire.ids import new_id  # noqa: E402
+from grimoire.models.embedders import HashEmbedder  # noqa: E402
 from grimoire.records import (  # noqa: E402
     Category,
     DecayClass,

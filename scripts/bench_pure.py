@@ -49,9 +49,9 @@ from grimoire.config import (
     QualityConfig,
     RetrievalConfig,
 )
-from grimoire.decay import effective_confidence
 from grimoire.gate.admission import Candidate as GateCandidate
 from grimoire.gate.admission import Neighbour, assess
+from grimoire.gate.decay import effective_confidence
 from grimoire.gate.quality import score_quality
 from grimoire.records import (
     PAD,

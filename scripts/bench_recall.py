@@ -58,8 +58,8 @@ import structlog
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import embed_one
 from grimoire.errors import ValidationError
+from grimoire.models.embedders import embed_one
 from grimoire.retrieval.fusion import ranked, rrf
 from grimoire.retrieval.stages.sources import keyword_query
 

@@ -56,14 +56,8 @@ sys.path.insert(0, str(REPO))
 from grimoire import Grimoire  # noqa: E402
 from grimoire.clock import FrozenClock  # noqa: E402
 from grimoire.config import Config  # noqa: E402
-from grimoire.embed import FastEmbedEmbedder, HashEmbedder  # noqa: E402
 from grimoire.ids import new_id  # noqa: E402
-from grimoire.memory import (  # noqa: E402
-    limit_malloc_arenas,
-    map_large_allocations,
-    use_system_arrow_pool,
-)
-from grimoire.mentions import index_new_entries, record_episode_mentions  # noqa: E402
+from grimoire.models.embedders import FastEmbedEmbedder, HashEmbedder  # noqa: E402
 from grimoire.records import (  # noqa: E402
     Category,
     DecayClass,
@@ -76,7 +70,13 @@ from grimoire.records import (  # noqa: E402
     Regime,
 )
 from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue  # noqa: E402
+from grimoire.retrieval.stages.mentions import index_new_entries, record_episode_mentions  # noqa: E402
 from grimoire.retrieval.stages.writes import drain  # noqa: E402
+from grimoire.runtime.memory import (  # noqa: E402
+    limit_malloc_arenas,
+    map_large_allocations,
+    use_system_arrow_pool,
+)
 from grimoire.service.client import Client  # noqa: E402
 from grimoire.service.daemon import (  # noqa: E402
     MALLOC_ARENAS,

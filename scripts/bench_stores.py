@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import FastEmbedEmbedder
 from grimoire.ids import new_id
 from grimoire.logs import configure_logging
+from grimoire.models.embedders import FastEmbedEmbedder
 from grimoire.records import (
     Category,
     DecayClass,

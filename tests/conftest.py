@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import FastEmbedEmbedder, HashEmbedder
+from grimoire.models.embedders import FastEmbedEmbedder, HashEmbedder
 
 
 @pytest.fixture

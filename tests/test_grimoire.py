@@ -10,7 +10,6 @@ import pytest
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import HashEmbedder
 from grimoire.errors import (
     EmbeddingMismatchError,
     NotAvailableError,
@@ -19,6 +18,7 @@ from grimoire.errors import (
     ValidationError,
 )
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 
 POOL = {"kind": "pool", "id": "0xpool"}
 WARNING = ("Avoid swaps on WETH/USDC when gas_gwei is above 80 because fees eat 40% of the "

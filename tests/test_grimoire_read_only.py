@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.errors import NotAvailableError, StoreError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from tests.stores.test_read_only_stores import tree_digest
 
 POOL = {"kind": "pool", "id": "univ3-eth-usdc"}

@@ -67,7 +67,7 @@ from curator.lifecycle import derived_from
 from curator.operations import category_for_claim
 from curator.render import band_cut_in
 from grimoire.context import Context
-from grimoire.decay import net_votes
+from grimoire.gate.decay import net_votes
 from grimoire.methods.entry import Proposal
 from grimoire.records import (
     Category,

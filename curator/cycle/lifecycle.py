@@ -41,7 +41,7 @@ from curator.lifecycle import (
     prune_reason,
 )
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import QuarantineRecord
 

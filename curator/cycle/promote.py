@@ -37,7 +37,7 @@ from curator.cycle.state import (
 from curator.derive import derive_rule
 from curator.lifecycle import LOCAL_PROVENANCE, derived_from, promotion_reason
 from curator.rule_gate import RULE_CATEGORIES, admit_rule
-from grimoire.decay import default_decay_class
+from grimoire.gate.decay import default_decay_class
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 
 __all__ = ["TRIED_KEY", "parameterize", "parent_active_map", "promote", "promotion_change"]

@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
 from grimoire.errors import ValidationError
+from grimoire.gate.decay import effective_confidence
 from grimoire.logs import get_logger
 from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, EntryStatus, Episode, GrimoireEntry

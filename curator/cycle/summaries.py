@@ -68,7 +68,7 @@ from curator.lifecycle import SUMMARY_TAG
 from curator.regions import RegionModel
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
-from grimoire.decay import initial_confidence
+from grimoire.gate.decay import initial_confidence
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance

@@ -53,7 +53,7 @@ from curator.learn.votes import VOTES_KEY, record_votes
 from curator.operations import ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
+from grimoire.gate.decay import effective_confidence
 from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, Episode, EpisodeType
 from grimoire.stores.semantic.types import EdgeKind, EntryFilter

@@ -66,9 +66,9 @@ from curator.render import render_claim
 from grimoire.config import DistillerConfig, LLMConfig
 from grimoire.context import Context
 from grimoire.errors import GrimoireError, LLMError
-from grimoire.llm import LLM
 from grimoire.logs import get_logger
 from grimoire.methods.entry import MAX_CONTENT_CHARS, Proposal, admit
+from grimoire.models.llm import LLM
 from grimoire.records import Category, Episode, Provenance, Regime
 
 __all__ = ["PATHS_KEY", "STATS_KEY", "LLMPaths", "LLMWorker", "install_llm_paths", "paths_of"]

@@ -33,7 +33,7 @@ from typing import Any
 from curator.distiller.features import actions_of
 from curator.render import format_number
 from grimoire.errors import LLMError
-from grimoire.llm import parse_json_answer
+from grimoire.models.llm import parse_json_answer
 from grimoire.records import Episode, EpisodeType, Outcome
 
 __all__ = [

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.embed import embed_one
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.logs import get_logger
+from grimoire.models.embedders import embed_one
 from grimoire.retrieval.auto_link import Event, predecessors
 from grimoire.retrieval.chain import ChainLink, walk_to_root
 from grimoire.retrieval.render import narrative

@@ -18,15 +18,14 @@ from typing import Any
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.decay import default_decay_class, effective_confidence
-from grimoire.decay import initial_confidence as provenance_confidence
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
 from grimoire.gate.content import require_content
+from grimoire.gate.decay import default_decay_class, effective_confidence
+from grimoire.gate.decay import initial_confidence as provenance_confidence
 from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
-from grimoire.mentions import index_new_entries
 from grimoire.records import (
     PAD,
     Category,
@@ -41,6 +40,7 @@ from grimoire.records import (
     parse_optional_enum,
 )
 from grimoire.records.text import require_unicode
+from grimoire.retrieval.stages.mentions import index_new_entries
 from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["Proposal", "add_entry", "admit", "get_entry", "list_entries", "proposal_from_params"]

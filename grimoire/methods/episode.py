@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.embed import Vectors
 from grimoire.errors import NotFoundError, StoreError, ValidationError
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
 from grimoire.methods.thread_context import embedding_texts
+from grimoire.models.embedders import Vectors
 from grimoire.records import Episode, episode_from_params
 
 __all__ = ["MAX_BATCH", "FeedIngest", "count_for_distillation", "get_episode",

@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grimoire.context import Context
-from grimoire.decay import apply_vote, penalise_failure, reinforce
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
+from grimoire.gate.decay import apply_vote, penalise_failure, reinforce
 from grimoire.logs import get_logger
 from grimoire.records import GrimoireEntry
 from grimoire.retrieval.rerank import FACTORS

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
 from grimoire.errors import StoreError
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 from playbook import PlaybookItem, compile_listing, write_atomic

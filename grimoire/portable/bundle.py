@@ -34,8 +34,8 @@ from typing import Any
 
 from grimoire import __version__
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
 from grimoire.errors import ValidationError
+from grimoire.gate.decay import effective_confidence
 from grimoire.portable.manifest import (
     MANIFEST,
     file_table,

@@ -105,7 +105,7 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
                       playbook=config.playbook_path))
         return 0
     if c == "reembed":
-        from grimoire.embed import make_embedder
+        from grimoire.models.factory import make_embedder
         from grimoire.portable.reembed import reembed
 
         e = config.embedding

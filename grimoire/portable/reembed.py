@@ -35,10 +35,10 @@ import numpy as np
 
 from grimoire.clock import SystemClock
 from grimoire.config import Config
-from grimoire.embed import Embedder
 from grimoire.errors import StoreError, ValidationError
+from grimoire.models.embedders import Embedder
 from grimoire.portable.backup import _lmdb_backup, _sqlite_backup
-from grimoire.regions import REGIONS_META
+from grimoire.retrieval.regions import REGIONS_META
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.semantic.codec import vector_to_blob
 from grimoire.stores.semantic.schema import META_MODEL

@@ -7,7 +7,8 @@
 plus ``weights.HedgeWeights`` (rerank weights learned from outcome reports),
 ``decide`` (mode="auto", replay utility, contrarian injection), ``chain``
 and ``render.narrative`` (seed 001's causal chain) and ``auto_link``
-(inferred predecessors of a new event).
+(inferred predecessors of a new event), and ``regions`` (the region MDP's read side:
+a vector's region and P(success) per action there; the curator fits it).
 
 Every stage takes plain data (candidates, vectors, mappings, callables) and
 returns new values. None of these stage modules imports a store, reads a clock

@@ -64,11 +64,10 @@ from typing import Any
 
 from grimoire.config import RetrievalConfig
 from grimoire.context import Context
-from grimoire.embed import Vectors, embed_one
 from grimoire.errors import ValidationError
 from grimoire.ids import new_id
-from grimoire.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.methods.causal import chain_for, chain_items
+from grimoire.models.embedders import Vectors, embed_one
 from grimoire.records import EntryStatus
 from grimoire.retrieval.budget import fit
 from grimoire.retrieval.candidates import Breakdown, Candidate
@@ -88,6 +87,7 @@ from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.stages.hop import expand
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
+from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event

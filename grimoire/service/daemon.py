@@ -42,9 +42,9 @@ from grimoire.clock import SystemClock
 from grimoire.config import Config
 from grimoire.feeds import Feed, JsonlFeed, make_feed
 from grimoire.grimoire import Grimoire
-from grimoire.llm import make_llm
 from grimoire.logs import get_logger
-from grimoire.memory import (
+from grimoire.models.llm import make_llm
+from grimoire.runtime.memory import (
     limit_malloc_arenas,
     map_large_allocations,
     release_free_memory,
@@ -68,10 +68,10 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # the process and then its process group), not an operator insisting: it does not kill.
 REPEAT_DEBOUNCE_S = 0.5
 SKIP_WARN_EVERY_S = 60.0  # skipped ticks are warned about at most once a minute
-# glibc malloc arenas for the whole process (grimoire.memory): the default, 8 per core,
+# glibc malloc arenas for the whole process (grimoire.runtime.memory): the default, 8 per core,
 # left freed memory stranded in per-thread arenas (scripts/bench_memory.py).
 MALLOC_ARENAS = 2
-MMAP_THRESHOLD = 4 << 20  # bytes: see grimoire.memory
+MMAP_THRESHOLD = 4 << 20  # bytes: see grimoire.runtime.memory
 
 
 class AcceleratedClock:

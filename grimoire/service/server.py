@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grimoire.afterwards import answering
 from grimoire.errors import GrimoireError, StoreError, ValidationError
 from grimoire.logs import get_logger
+from grimoire.runtime.afterwards import answering
 from grimoire.service.api import METHODS, dispatch, suggest
 
 __all__ = ["Server", "error_response", "prepare_socket_path"]
@@ -338,7 +338,7 @@ class Server:
                     return  # shutting down: a request not yet started is not started
                 conn.busy = True
             try:
-                # Work a method leaves for after its answer (``grimoire.afterwards``: retrieve's
+                # Work a method leaves for after its answer (``runtime.afterwards``: retrieve's
                 # log hand-off) runs when this block ends: once the answer is sent, or failed to.
                 with answering():
                     response = self._handle_line(line)

@@ -9,7 +9,7 @@ import dataclasses
 from curator.lifecycle import prune_exempt
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
-from grimoire.decay import effective_confidence
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import Category, EntryStatus
 from grimoire.stores.semantic.types import EntryFilter
 from tests.curator.test_curator_support import episode, hour, write

@@ -14,8 +14,8 @@ from curator.cycle.state import Cycle, CycleState, load_window
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_HOUR, FrozenClock
 from grimoire.config import Config
-from grimoire.embed import HashEmbedder
 from grimoire.ids import new_id
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import (
     Category,
     Claim,

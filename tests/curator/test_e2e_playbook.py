@@ -22,9 +22,9 @@ import yaml
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.feeds.scenario import SCENARIO_DIR, Scenario, parse_scenario
+from grimoire.models.embedders import HashEmbedder
 
 pytest.importorskip("curator.learn.hook",
                     reason="needs the learning core wiring (curator.learn.hook)")

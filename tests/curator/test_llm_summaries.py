@@ -29,10 +29,10 @@ from curator.learn.llm_prompts import (
     summary_messages,
 )
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.errors import LLMError
 from grimoire.grimoire import Grimoire
-from grimoire.llm import ChatClient
+from grimoire.models.embedders import HashEmbedder
+from grimoire.models.llm import ChatClient
 from grimoire.records import GrimoireEntry
 from tests.curator.test_curator_support import finish_cycle, hour, start_cycle, swap, write
 from tests.learn.learn_support import open_grimoire

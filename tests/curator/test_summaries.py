@@ -26,8 +26,8 @@ from curator.hierarchy.summaries import (
 )
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR
 from grimoire.config import CuratorConfig
-from grimoire.embed import HashEmbedder
 from grimoire.errors import LLMError, ValidationError
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import (
     Category,
     DecayClass,

@@ -400,7 +400,7 @@ def test_default_weights_sum_to_one_so_the_composite_is_the_plain_weighted_sum(
 
 @pytest.mark.slow
 def test_real_embeddings_negation_is_quarantined_paraphrase_is_not_new() -> None:
-    from grimoire.embed import FastEmbedEmbedder
+    from grimoire.models.embedders import FastEmbedEmbedder
 
     embedder = FastEmbedEmbedder()
     existing = [make_entry("rule", SWAP_RULE),

@@ -10,10 +10,10 @@ import numpy as np
 
 from grimoire.clock import MS_PER_HOUR, FrozenClock
 from grimoire.config import Config
-from grimoire.embed import Embedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.grimoire import Grimoire
-from grimoire.llm import LLM
+from grimoire.models.embedders import Embedder
+from grimoire.models.llm import LLM
 from grimoire.records import EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 

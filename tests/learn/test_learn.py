@@ -14,10 +14,10 @@ from curator.learn.hook import distill, existing_claims, strategy_window
 from curator.learn.reflexion_hook import reflexion_hook
 from curator.learn.votes import VOTES_KEY
 from grimoire.clock import MS_PER_DAY, FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.methods.episode import count_for_distillation
 from grimoire.methods.status import HEALTH_METRICS
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EdgeKind
 from tests.learn.learn_support import (

@@ -17,8 +17,8 @@ from curator.learn import hook as learn
 from curator.learn.causal_discovery import KGLink
 from curator.learn.hook import asserted_links, distill, event_key, strategy_window
 from grimoire.clock import MS_PER_DAY, FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, GrimoireEntry
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 from tests.learn.learn_support import MINUTE, T0, entries, open_grimoire, write

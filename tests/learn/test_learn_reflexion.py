@@ -10,8 +10,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from tests.learn.learn_support import T0, open_grimoire
 
 

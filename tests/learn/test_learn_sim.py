@@ -16,9 +16,9 @@ import pytest
 
 from curator.learn.votes import VOTES_KEY
 from grimoire.clock import FrozenClock
-from grimoire.embed import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 from tests.learn.learn_support import T0, distilled, entries, open_grimoire, stored

@@ -16,9 +16,9 @@ from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
 from curator.operations import Operation, OpKind
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import DistillerConfig
-from grimoire.embed import HashEmbedder
 from grimoire.errors import ValidationError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, Claim, Episode, EpisodeType, episode_from_params
 from tests.learn.learn_support import T0, open_grimoire
 

@@ -23,9 +23,9 @@ from curator.learn.llm_paths import paths_of
 from curator.learn.verify import verify_proposals
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import DistillerConfig
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
-from grimoire.llm import ChatClient
+from grimoire.models.embedders import HashEmbedder
+from grimoire.models.llm import ChatClient
 from grimoire.records import Category, Episode, EpisodeType, Outcome, Regime
 from tests.learn.learn_support import (
     T0,

@@ -22,9 +22,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.mcp.server import DirectoryCaller
+from grimoire.models.embedders import HashEmbedder
 from tests.mcp.test_mcp_stdio import _data
 from tests.service.daemon_support import REPO, daemon_env, short_dir
 from tests.stores.test_read_only_stores import tree_digest
@@ -93,7 +93,7 @@ def test_read_tools_without_a_daemon_and_write_tools_say_to_start_one() -> None:
 
 WRITE_ONE = """
 import sys
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.grimoire import Grimoire
 with Grimoire.open(sys.argv[1], embedder=HashEmbedder(dim=384)) as g:
     g.episode_write(text="written by another process while the MCP server was idle")

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder, Vectors
 from grimoire.errors import EmbedderError, ValidationError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder, Vectors
 
 
 class WatchedEmbedder(HashEmbedder):

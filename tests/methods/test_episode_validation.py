@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
 from grimoire.errors import ValidationError
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Importance, Outcome, Regime
 from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore

@@ -10,10 +10,10 @@ import pytest
 import structlog
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.logs import EventLog, configure_logging, iso_ms
 from grimoire.methods.status import EVENT_KINDS
+from grimoire.models.embedders import HashEmbedder
 
 
 @pytest.fixture(autouse=True)

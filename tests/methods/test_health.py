@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grimoire.clock import MS_PER_DAY, FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
 from grimoire.methods.health import BANDS, METRICS, Band, register_health_metrics
 from grimoire.methods.status import HEALTH_METRICS
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
 from tests.learn.learn_support import T0, open_grimoire
 

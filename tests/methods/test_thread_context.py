@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from tests.retrieval.retrieve_support import ids, open_grimoire
 
 QUESTION = "Did you go to the zanzibar jazz concert?"

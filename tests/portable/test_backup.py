@@ -10,8 +10,8 @@ import pytest
 
 from grimoire import Grimoire
 from grimoire.config import Config
-from grimoire.embed import HashEmbedder
 from grimoire.errors import ValidationError
+from grimoire.models.embedders import HashEmbedder
 from grimoire.portable.backup import backup, restore
 from tests.service.daemon_support import (
     daemon_env,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from grimoire import Grimoire
-from grimoire.embed import Embedder
 from grimoire.errors import ValidationError
+from grimoire.models.embedders import Embedder
 from grimoire.portable.bundle import export_bundle
 from grimoire.portable.session import import_bundle
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grimoire import Grimoire
-from grimoire.embed import Embedder
+from grimoire.models.embedders import Embedder
 from grimoire.records import EntryStatus
 
 WARNING = "Avoid swaps when gas_gwei is above 80 because fees eat the whole gain"

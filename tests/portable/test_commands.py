@@ -11,7 +11,7 @@ import structlog
 
 from grimoire import Grimoire
 from grimoire.cli import main
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grimoire.embed import HashEmbedder
 from grimoire.errors import EmbeddingMismatchError, ValidationError
+from grimoire.models.embedders import HashEmbedder
 from grimoire.portable.reembed import reembed
 from tests.retrieval.retrieve_support import ids, open_grimoire, put_entry
 

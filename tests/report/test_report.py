@@ -16,8 +16,8 @@ import pytest
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import FastEmbedEmbedder
 from grimoire.feeds import SimFeed, load_scenario
+from grimoire.models.embedders import FastEmbedEmbedder
 from grimoire.records import EpisodeType, Outcome
 from grimoire.report import ReportData, collect, render_page, write_report
 from tests.report.browser import CHROMIUM, render

@@ -9,8 +9,8 @@ from typing import Any
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import Embedder, HashEmbedder
 from grimoire.ids import new_id
+from grimoire.models.embedders import Embedder, HashEmbedder
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
 from grimoire.retrieval.stages.writes import drain
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from grimoire import Grimoire, mentions
-from grimoire.afterwards import answering, later
+from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.retrieval import pipeline
-from grimoire.retrieval.stages import sources, writes
+from grimoire.retrieval.stages import mentions, sources, writes
 from grimoire.retrieval.stages.log import LogJob, logged
+from grimoire.runtime.afterwards import answering, later
 from tests.retrieval.retrieve_support import HOUR, open_grimoire, put_entry
 
 

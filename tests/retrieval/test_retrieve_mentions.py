@@ -7,8 +7,8 @@ from pathlib import Path
 from grimoire.clock import FrozenClock
 from grimoire.errors import ValidationError
 from grimoire.ids import new_id
-from grimoire.mentions import episode_keys, parse_entities, query_keys, text_keys
 from grimoire.records import Episode, EpisodeType
+from grimoire.retrieval.stages.mentions import episode_keys, parse_entities, query_keys, text_keys
 from tests.retrieval.retrieve_support import ids, open_grimoire, put_entry, settle
 
 ADDR = "0x" + "Ab" * 20

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import FastEmbedEmbedder
+from grimoire.models.embedders import FastEmbedEmbedder
 from grimoire.records import Category
 from tests.retrieval.retrieve_support import HOUR, ids, open_grimoire, put_entry
 

@@ -14,7 +14,7 @@ from curator.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.records import Category, Claim
-from grimoire.regions import RegionView
+from grimoire.retrieval.regions import RegionView
 from grimoire.retrieval.stages import region as pipeline_region
 from tests.curator.test_curator_support import (
     finish_cycle,

@@ -13,8 +13,8 @@ import structlog
 from grimoire.cli import build_parser, main
 from grimoire.clock import FrozenClock
 from grimoire.config import Config, config_items
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.api import METHODS
 from tests.service.daemon_support import ServerThread, short_dir
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.errors import ConfigError, StoreError, ValidationError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.api import suggest
 from tests.service.daemon_support import ServerThread, raw_connect, rpc, short_dir
 

@@ -46,7 +46,7 @@ LIBRARY_PROGRAM = """
 import sys, tempfile{extra_import}
 {configure}
 from grimoire.grimoire import Grimoire
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 with Grimoire.open(tempfile.mkdtemp(), embedder=HashEmbedder()) as g:
     g.episode_write(text="swap 2 ETH reverted", type="action", outcome="negative")
     g.entry_add(category="warning", content="Avoid swaps when gas is above 80 gwei")

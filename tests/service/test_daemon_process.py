@@ -383,7 +383,7 @@ def test_accelerated_time_never_runs_backwards_across_restarts(root: Path) -> No
     """At --speed 6000 a run ends hours of simulated time ahead of the wall clock; the next
     run starts from the last stored tick, not from the wall clock, so tick times only grow."""
     from grimoire import Grimoire
-    from grimoire.embed import HashEmbedder
+    from grimoire.models.embedders import HashEmbedder
 
     data = root / "data"
     last: list[int] = []

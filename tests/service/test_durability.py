@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from grimoire.embed import HashEmbedder
 from grimoire.errors import GrimoireError, ProtocolError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.client import Client
 from tests.service.daemon_support import daemon_env, short_dir, start_daemon, wait_ready
 

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.context import Context
-from grimoire.embed import HashEmbedder
 from grimoire.errors import BusyError
 from grimoire.feeds import NoneFeed, make_feed
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.daemon import AcceleratedClock, Daemon, TickSchedule, open_feed
 from grimoire.service.heartbeat import run_tick
 

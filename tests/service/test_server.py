@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.errors import NotFoundError, ProtocolError, StoreError, ValidationError
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.api import METHODS
 from grimoire.service.client import Client
 from grimoire.service.server import prepare_socket_path

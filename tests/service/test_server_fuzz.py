@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.service.api import METHODS
 from tests.service.daemon_support import ServerThread, raw_connect, rpc, short_dir
 

@@ -16,7 +16,7 @@ and skips its work):
   contain: a term in at least 2 documents (so it links to something) and in at most
   ``retrieval.hop_max_share`` of them (so the link means something), the
   ``retrieval.hop_terms`` rarest, document frequencies estimated from the BM25 word
-  sample (``stages.terms``); and (b) the mention keys it names (``grimoire.mentions``:
+  sample (``stages.terms``); and (b) the mention keys it names (``stages.mentions``:
   tokens, pools, addresses) that the query does not. A pooled episode outside the first
   hop scores the summed IDF of the first hop's terms it contains; an episode that
   mentions one of the first hop's keys is found in the mentions index (cached), pooled
@@ -38,9 +38,9 @@ import re
 from collections.abc import Mapping
 
 from grimoire.context import Context
-from grimoire.mentions import episode_keys, mentions_cached, query_keys
 from grimoire.records import Episode
 from grimoire.retrieval.fusion import convex
+from grimoire.retrieval.stages.mentions import episode_keys, mentions_cached, query_keys
 from grimoire.retrieval.stages.params import RetrieveRequest
 from grimoire.retrieval.stages.records import MAX_CACHED, episode_by_id
 from grimoire.retrieval.stages.sources import STOPWORDS, Pool, episode_ok

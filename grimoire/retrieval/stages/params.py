@@ -14,9 +14,9 @@ from typing import Any
 
 from grimoire.config import RetrievalConfig
 from grimoire.errors import ValidationError
-from grimoire.mentions import parse_entities
 from grimoire.records import PAD, Category, Regime, parse_enum, parse_optional_enum
 from grimoire.records.text import require_unicode
+from grimoire.retrieval.stages.mentions import parse_entities
 
 __all__ = ["FORMATS", "KINDS", "MODES", "PARAMS", "RetrieveRequest", "parse_request"]
 

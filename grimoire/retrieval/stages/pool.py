@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from grimoire.context import Context
-from grimoire.decay import effective_confidence, half_life_ms
+from grimoire.gate.decay import effective_confidence, half_life_ms
 from grimoire.records import Episode, GrimoireEntry
 from grimoire.retrieval.candidates import Candidate, Vector, from_entry, from_episode
 from grimoire.retrieval.causal_additive import witness_ids

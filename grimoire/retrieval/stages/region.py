@@ -1,7 +1,7 @@
 """The query's region in the curator's region MDP, for ``retrieve`` (SPEC §11).
 
 - ``region_model``: the persisted model (semantic meta ``regions``, written by
-  the curator's regions phase) as a ``grimoire.regions.RegionView``, parsed
+  the curator's regions phase) as a ``grimoire.retrieval.regions.RegionView``, parsed
   once and kept in ``ctx.extras`` under the curator's cycle number (meta
   ``curator_state``): the curator rewrites the model only inside a cycle and
   moves the number on right after it, so a retrieval pays one small meta read,
@@ -32,8 +32,8 @@ from grimoire.context import Context
 from grimoire.errors import NotAvailableError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.records import GrimoireEntry
-from grimoire.regions import REGIONS_META, RegionView
 from grimoire.retrieval.candidates import Breakdown
+from grimoire.retrieval.regions import REGIONS_META, RegionView
 
 __all__ = ["BEST_ACTIONS", "FACTOR", "annotate", "forget_region_model", "query_region",
            "region_block", "region_for", "region_model"]

@@ -6,7 +6,7 @@ Each backend returns its top ``retrieval.candidates`` (20) per kind:
   by the semantic store's KNN;
 - bm25: episode text (FTS5 in the episode journal), entry content (FTS5);
 - graph: items that mention the query's entities or their knowledge-graph
-  neighbourhood (``grimoire.mentions``).
+  neighbourhood (``grimoire.retrieval.stages.mentions``).
 
 A backend's list is ranked within its kind (episode lists and entry lists
 are separate RRF voters: BM25 scores of two FTS indexes are not comparable,
@@ -52,9 +52,9 @@ from typing import Any
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.mentions import graph_items, query_keys
 from grimoire.records import Episode, GrimoireEntry
 from grimoire.retrieval.candidates import Vector
+from grimoire.retrieval.stages.mentions import graph_items, query_keys
 from grimoire.retrieval.stages.params import RetrieveRequest
 from grimoire.retrieval.stages.records import current_entries, episode_by_id
 from grimoire.retrieval.stages.support import record_time

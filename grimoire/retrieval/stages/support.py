@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from grimoire.context import Context
-from grimoire.embed import count_tokens
 from grimoire.errors import ValidationError
 from grimoire.ids import id_time_ms
+from grimoire.models.embedders import count_tokens
 from grimoire.records import PAD, GrimoireEntry
 from grimoire.retrieval.candidates import Vector
 from grimoire.retrieval.weights import HedgeWeights

@@ -7,7 +7,7 @@ access bookkeeping of what it served — is handed to one small background
 thread that queues it on the writer with ``call_batched``, so concurrent
 retrievals share one transaction and one fsync. Measured cost on the
 caller's path: one ``Executor.submit`` (tens of µs); over the socket even
-that waits until the answer is sent (``grimoire.afterwards``). The hand-off
+that waits until the answer is sent (``grimoire.runtime.afterwards``). The hand-off
 waits ``DEFER_S`` first, so the write does not compete with the answer on its
 way out.
 
@@ -31,10 +31,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from grimoire.afterwards import later
 from grimoire.context import Context
 from grimoire.errors import BusyError
 from grimoire.logs import get_logger
+from grimoire.runtime.afterwards import later
 
 __all__ = ["drain", "submit", "wait"]
 
@@ -134,7 +134,7 @@ def submit(ctx: Context, key: str, batch_key: str, payload: Any,
         pending[key] = future
         hurries[key] = hurry
     # Registered first, so ``wait`` finds the write even before it is started; started
-    # after the socket answer is sent when there is one (``grimoire.afterwards``: waking a
+    # after the socket answer is sent when there is one (``grimoire.runtime.afterwards``: waking a
     # pool thread here cost the answer a context switch), else now, as before.
     if later(start):
         with ctx.state_lock:

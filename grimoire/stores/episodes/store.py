@@ -60,8 +60,8 @@ from grimoire.errors import (
     ValidationError,
 )
 from grimoire.logs import get_logger
-from grimoire.memory import release_free_memory
 from grimoire.records import Episode, EpisodeType
+from grimoire.runtime.memory import release_free_memory
 from grimoire.stores.episodes.index import (
     EpisodeFilter,
     EpisodeIds,

@@ -10,7 +10,7 @@ import numpy as np
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Regime
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 

@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes.journal import JOURNAL_FILE
 from grimoire.stores.episodes.store import EpisodeStore
@@ -33,7 +33,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from grimoire.clock import SystemClock
     from grimoire.config import EpisodesConfig
-    from grimoire.embed import HashEmbedder
+    from grimoire.models.embedders import HashEmbedder
     from grimoire.records import Episode, EpisodeType
     from grimoire.stores.episodes.store import EpisodeStore
 

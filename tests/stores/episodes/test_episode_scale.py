@@ -11,7 +11,7 @@ import pytest
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Regime
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 

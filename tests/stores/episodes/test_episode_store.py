@@ -15,7 +15,6 @@ from structlog.testing import capture_logs
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
-from grimoire.embed import HashEmbedder
 from grimoire.errors import (
     EmbeddingMismatchError,
     NotFoundError,
@@ -23,6 +22,7 @@ from grimoire.errors import (
     StoreError,
     ValidationError,
 )
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Outcome, Regime
 from grimoire.stores.episodes.schema import META_VERSION, row_schema
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore

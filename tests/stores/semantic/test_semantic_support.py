@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import (
     Category,
     DecayClass,

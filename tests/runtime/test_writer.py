@@ -9,7 +9,7 @@ from concurrent.futures import Future
 import pytest
 
 from grimoire.errors import BusyError
-from grimoire.writer import Writer, _Job
+from grimoire.runtime.writer import Writer, _Job
 
 
 def test_jobs_run_on_one_thread_in_order() -> None:

@@ -22,7 +22,7 @@ rewrites the two patterns, once, in memory, before the session is built:
   activations is the one approximation: with blocks of 16 the vectors agree with the
   folded model's at cosine >= 0.9995 (mean 0.99988) over 475 LoCoMo turns, questions,
   summaries and 256-token texts; blocks of 32: >= 0.9991, 64: 0.9985, 128: 0.9972
-  (one run, 2026-11; the test in tests/test_embed.py holds it to 0.999). On LoCoMo dev
+  (one run, 2026-11; the test in tests/models/test_embed.py holds it to 0.999). On LoCoMo dev
   (scripts/bench_recall.py, 760 questions) R@10: dense 0.531 -> 0.532, rrf 0.601 both,
   retrieve 0.721 -> 0.719.
 

@@ -12,7 +12,7 @@ import pytest
 
 from grimoire.config import LLMConfig
 from grimoire.errors import LLMError
-from grimoire.llm import ChatClient, make_llm, parse_json_answer
+from grimoire.models.llm import ChatClient, make_llm, parse_json_answer
 from tests.llm_stub import fail, read_request, reply, serve
 
 SLOW = 0

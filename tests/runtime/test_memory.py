@@ -1,6 +1,6 @@
 """Freed C-heap memory goes back to the system after the work that freed it (issue 15).
 
-The mechanism is ``grimoire.memory.release_free_memory`` (glibc ``malloc_trim``); these
+The mechanism is ``grimoire.runtime.memory.release_free_memory`` (glibc ``malloc_trim``); these
 tests pin where it is called — after the stores are opened (the index rebuild's scan of
 the episode table), after every heartbeat tick and after a compaction — not what RSS it
 saves, which ``scripts/bench_memory.py`` measures.
@@ -19,10 +19,10 @@ import grimoire.grimoire as facade
 import grimoire.service.daemon as daemon_module
 import grimoire.stores.episodes.store as episodes_module
 from grimoire.clock import FrozenClock
-from grimoire.embed import HashEmbedder
 from grimoire.feeds import NoneFeed
 from grimoire.grimoire import Grimoire
-from grimoire.memory import limit_malloc_arenas, release_free_memory
+from grimoire.models.embedders import HashEmbedder
+from grimoire.runtime.memory import limit_malloc_arenas, release_free_memory
 from grimoire.service.daemon import Daemon
 
 
@@ -43,7 +43,7 @@ def test_limit_malloc_arenas_runs_anywhere_and_the_daemon_sets_it_first() -> Non
 
 def test_allocator_settings_apply_unless_the_environment_chose() -> None:
     """In a child: the settings change the process for good (this one keeps its own)."""
-    probe = ("import pyarrow as pa; from grimoire.memory import map_large_allocations, "
+    probe = ("import pyarrow as pa; from grimoire.runtime.memory import map_large_allocations, "
              "use_system_arrow_pool; map_large_allocations(4 << 20); map_large_allocations(0); "
              "use_system_arrow_pool(); print(pa.default_memory_pool().backend_name)")
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
@@ -57,7 +57,7 @@ def test_allocator_settings_apply_unless_the_environment_chose() -> None:
 
 _KEEPCOST_PROBE = """
 import ctypes, sys
-from grimoire.memory import map_large_allocations
+from grimoire.runtime.memory import map_large_allocations
 libc = ctypes.CDLL("libc.so.6")
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

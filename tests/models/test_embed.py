@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grimoire.embed import FastEmbedEmbedder, HashEmbedder, count_tokens
 from grimoire.errors import EmbedderError, ValidationError
+from grimoire.models.embedders import FastEmbedEmbedder, HashEmbedder, count_tokens
 
 
 def test_hash_embedder_is_deterministic_and_normalised(hash_embedder: HashEmbedder) -> None:
@@ -89,7 +89,7 @@ def test_real_model_truncates_at_the_configured_max_tokens(
 @pytest.mark.slow
 def test_real_model_matches_reference_vectors(real_embedder: FastEmbedEmbedder) -> None:
     """The int8 ONNX model agrees with sentence-transformers' fp32 vectors (stored fixture)."""
-    ref = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
+    ref = json.loads((Path(__file__).parent.parent / "data" / "minilm_reference.json").read_text())
     ours = real_embedder.embed(ref["texts"])
     cosines = (ours * np.asarray(ref["vectors"], dtype=np.float32)).sum(axis=1)
     assert cosines.min() >= 0.99, cosines
@@ -105,7 +105,7 @@ def test_a_model_that_is_not_installed_is_refused_offline(tmp_path: Path) -> Non
 
 def test_lean_session_matches_the_default_one(real_embedder: FastEmbedEmbedder) -> None:
     """The session runs without an arena or spinning threads, on the int8-weight rewrite
-    of the shipped model (grimoire/int8_graph.py); its vectors agree with a default fully
+    of the shipped model (grimoire/models/int8_graph.py); its vectors agree with a default fully
     optimised session's on the file as shipped (same tokenizer and pooling): short, long
     and truncated texts, cosine >= 0.999 (the rewrite quantises activations to int8)."""
     import onnxruntime as ort
@@ -136,8 +136,8 @@ def test_int8_rewrite_keeps_every_weight_int8() -> None:
     """Every dequantise-then-MatMul of the shipped model becomes an 8-bit MatMulNBits and
     both embedding lookups gather int8 rows; nothing of the pattern is left (a second pass
     finds none), and the dequantised weights equal the original ones exactly."""
-    from grimoire import int8_graph as g
-    from grimoire.embed import _bundled_onnx
+    from grimoire.models import int8_graph as g
+    from grimoire.models.embedders import _bundled_onnx
 
     original = _bundled_onnx().read_bytes()
     rewritten = g.rewrite_int8_weights(original)

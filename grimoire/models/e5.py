@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from grimoire.embed import Vectors
 from grimoire.errors import EmbedderError, ValidationError
+from grimoire.models.embedders import Vectors
 
 __all__ = ["E5_MODEL_ID", "E5Embedder"]
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grimoire import decay
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR
 from grimoire.config import DecayConfig
 from grimoire.errors import ConfigError, ValidationError
+from grimoire.gate import decay
 from grimoire.records import Category, DecayClass, GrimoireEntry, Provenance
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z

