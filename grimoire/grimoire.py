@@ -360,7 +360,7 @@ class Grimoire:
 
     def entry_get(self, id: str) -> dict[str, Any]:
         """One entry by its id or a unique prefix of it (PLAYBOOK.md's short ids)."""
-        from curator.explain import resolve_entry
+        from curator.views.explain import resolve_entry
         from grimoire.methods.entry import get_entry
 
         return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
@@ -373,7 +373,7 @@ class Grimoire:
                             limit=limit)
 
     def entry_explain(self, id: str) -> dict[str, Any]:
-        from curator.explain import explain_entry
+        from curator.views.explain import explain_entry
 
         return explain_entry(self._ctx, id)
 

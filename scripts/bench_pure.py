@@ -35,12 +35,12 @@ import structlog
 
 from curator.distiller.distill import distill
 from curator.distiller.features import build_table
+from curator.distiller.operations import ExistingClaim
 from curator.distiller.scan import scan
 from curator.distiller.select import select
+from curator.hierarchy.regions import RegionModel
 from curator.hierarchy.summaries import cluster_episodes, l1_summary
 from curator.learn.causal_discovery import discover_links
-from curator.operations import ExistingClaim
-from curator.regions import RegionModel
 from grimoire.clock import MS_PER_DAY
 from grimoire.config import (
     AdmissionConfig,

@@ -2,7 +2,9 @@
 
 ``window``: the episodes as columns and where a claim's condition holds; ``judge``:
 the verdict rule for metric and outcome-rate claims, and reversals; ``causal``: the
-verdict on event links. The names below are the package's public surface.
+verdict on event links; ``change_points``: where a reversal shows the world changed
+under a claim, and the window learners use after it. The names below are the package's
+public surface.
 """
 
 from curator.claims.causal import CausalCheck, EventIndex, check_causal

@@ -6,6 +6,10 @@ its episode window and how changes apply), and the phases: ``evidence``
 compress), ``promote`` (promote, parameterize), ``lifecycle`` (decay,
 demote/prune, quarantine, compaction), ``summaries`` (hierarchical summaries,
 regions). Each phase reads a snapshot and applies short write transactions.
+The rules the phases apply: ``transitions`` (promote, demote, prune: one entry
+and its effective confidence in, a reason out) and ``derive`` (an insight
+parameterised into a heuristic or warning), both pure and store-free, and
+``rule_gate`` (the admission gate as it applies to a derived rule).
 
 May import every other curator part, the stores, the gate, the methods and
 the playbook compiler; nothing in ``curator`` below it imports this package.

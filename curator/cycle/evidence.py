@@ -20,7 +20,7 @@
   scattered evidence wear them down. The reversed claim is proposed through the
   admission gate (quarantined while an old one is still confident, released by
   the quarantine review once it falls), and the family's change point is
-  recorded (``curator.change_points``) so that no learner votes on it from a
+  recorded (``curator.claims.change_points``) so that no learner votes on it from a
   window that still holds the old world.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is judged on the occurrences of A whose lag window closed in
@@ -40,7 +40,6 @@ import dataclasses
 import functools
 from typing import Any
 
-from curator import change_points
 from curator.claims import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
@@ -48,6 +47,7 @@ from curator.claims import (
     EpisodeWindow,
     EventIndex,
     Verdict,
+    change_points,
     check_causal,
     judge_claim,
     reversal,
@@ -62,10 +62,10 @@ from curator.cycle.state import (
     pending_votes,
     refresh,
 )
+from curator.cycle.transitions import derived_from
 from curator.distiller import stats
-from curator.lifecycle import derived_from
-from curator.operations import category_for_claim
-from curator.render import band_cut_in
+from curator.distiller.operations import category_for_claim
+from curator.views.render import band_cut_in
 from grimoire.context import Context
 from grimoire.gate.decay import net_votes
 from grimoire.methods.entry import Proposal

@@ -34,7 +34,7 @@ from typing import Any
 
 from curator.cycle.promote import parent_active_map
 from curator.cycle.state import LIVE, Change, Cycle, apply_changes, list_all, refresh
-from curator.lifecycle import (
+from curator.cycle.transitions import (
     demotion_reason,
     is_derived,
     low_confidence_count,

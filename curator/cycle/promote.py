@@ -1,17 +1,17 @@
 """Curator phases that move knowledge up the hierarchy (SPEC §8 step 3).
 
 - ``parameterize``: every *active* insight about a cost or gain metric
-  yields one derived rule (``curator.derive``), a heuristic for a good window,
+  yields one derived rule (``curator.cycle.derive``), a heuristic for a good window,
   a warning for a bad one, whose parent is the insight. It starts at the
   insight's effective confidence (a rule cannot be surer than what it was
-  derived from) and goes through the rule gate (``curator.rule_gate``). An
+  derived from) and goes through the rule gate (``curator.cycle.rule_gate``). An
   insight derives one rule in its lifetime; when the insight's numbers are
   later edited the rule's sentence is refreshed instead. Outside knowledge
   (an insight with clade / marketplace / ... provenance) must have been
   validated here at least once before a rule is derived from it.
 - ``promote`` (runs first, so an insight promoted now is parameterized in
   the same cycle): candidate or demoted entries that meet their threshold
-  become active (``curator.lifecycle.promotion_reason``); a newly derived
+  become active (``curator.cycle.transitions.promotion_reason``); a newly derived
   rule is judged for promotion as soon as it is admitted.
 """
 
@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from curator.cycle.derive import derive_rule
+from curator.cycle.rule_gate import RULE_CATEGORIES, admit_rule
 from curator.cycle.state import (
     ALL_STATUSES,
     LIVE,
@@ -34,9 +36,7 @@ from curator.cycle.state import (
     list_all,
     refresh,
 )
-from curator.derive import derive_rule
-from curator.lifecycle import LOCAL_PROVENANCE, derived_from, promotion_reason
-from curator.rule_gate import RULE_CATEGORIES, admit_rule
+from curator.cycle.transitions import LOCAL_PROVENANCE, derived_from, promotion_reason
 from grimoire.gate.decay import default_decay_class
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 

@@ -52,6 +52,8 @@ from curator.cycle.state import (
     refresh,
     window_vectors,
 )
+from curator.cycle.transitions import SUMMARY_TAG
+from curator.hierarchy.regions import RegionModel
 from curator.hierarchy.summaries import (
     SummaryDraft,
     SummaryWriter,
@@ -64,8 +66,6 @@ from curator.hierarchy.summaries import (
     retrieval_frequency_score,
     should_prune,
 )
-from curator.lifecycle import SUMMARY_TAG
-from curator.regions import RegionModel
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.gate.decay import initial_confidence

@@ -29,9 +29,7 @@ import numpy as np
 
 from curator.distiller.features import ATTRIBUTES, Mask, Table, build_table
 from curator.distiller.match import Against, find_against, match_claims
-from curator.distiller.scan import Hypothesis, scan
-from curator.distiller.select import select
-from curator.operations import (
+from curator.distiller.operations import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
     ExistingClaim,
@@ -39,7 +37,9 @@ from curator.operations import (
     OpKind,
     category_for_claim,
 )
-from curator.render import render_against, render_claim
+from curator.distiller.scan import Hypothesis, scan
+from curator.distiller.select import select
+from curator.views.render import render_against, render_claim
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.logs import get_logger

@@ -34,7 +34,7 @@ from curator.distiller.features import (
     rate_population,
     window_width,
 )
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, OpKind
+from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.records import Claim
 

@@ -30,8 +30,8 @@ import numpy.typing as npt
 
 from curator.distiller import stats
 from curator.distiller.features import Mask, Table
+from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from curator.distiller.scan import Hypothesis, ranks_with_ties
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
 from grimoire.config import DistillerConfig
 
 __all__ = ["drop_redundant"]

@@ -51,7 +51,7 @@ from curator.distiller.features import (
     band_mask,
     hour_window_mask,
 )
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
+from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from grimoire.config import DistillerConfig
 
 __all__ = ["Hypothesis", "ranks_with_ties", "scan"]

@@ -2,7 +2,9 @@
 
 ``summaries`` (the drafts, utility score and prune rule), ``summary_text``
 (their wording), ``episode_clusters`` (coherent clusters of episodes) and
-``kmeans`` (the clustering it uses). Pure given episodes and vectors; the
-cycle's ``summaries`` phase writes the results. May import records and
-config; must not import the stores, the methods or ``curator.cycle``.
+``kmeans`` (the clustering it uses), and ``regions`` (the region MDP fitted on
+episode embeddings with the same clustering; its read side is
+``grimoire.retrieval.regions``). Pure given episodes and vectors; the
+cycle's ``summaries`` phase writes the results. May import records, config
+and ``grimoire.retrieval.regions``; must not import the stores, the methods or ``curator.cycle``.
 """

@@ -1,6 +1,6 @@
 """Weighted spherical k-means with k-means++ seeding (numpy only, no scipy).
 
-Owns the clustering behind the region MDP (``curator.regions``): cosine
+Owns the clustering behind the region MDP (``curator.hierarchy.regions``): cosine
 geometry for L2-normalised embeddings, point weights (so that an old centroid
 can stand for the points it summarises), and a canonical point order so the
 same data and seed always give the same regions.

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from curator.distiller.operations import Operation, OpKind
 from curator.learn.alias import get_alias, set_alias
 from curator.learn.votes import record_votes
-from curator.operations import Operation, OpKind
-from curator.render import format_duration
+from curator.views.render import format_duration
 from grimoire.context import Context
 from grimoire.gate.agreement import claim_relation
 from grimoire.logs import get_logger

@@ -33,8 +33,8 @@ import numpy.typing as npt
 from curator.distiller import stats
 from curator.distiller.features import actions_of
 from curator.distiller.match import match_claims
-from curator.operations import ExistingClaim, Operation, OpKind
-from curator.render import render_against, render_causal
+from curator.distiller.operations import ExistingClaim, Operation, OpKind
+from curator.views.render import render_against, render_causal
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.logs import get_logger

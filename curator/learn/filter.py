@@ -44,8 +44,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator.distiller.operations import Operation, OpKind
 from curator.distiller.scan import ranks_with_ties
-from curator.operations import Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.records import Episode
 

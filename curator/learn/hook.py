@@ -43,14 +43,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from curator import change_points
-from curator.change_points import without_straddling
+from curator.claims import change_points
+from curator.claims.change_points import without_straddling
 from curator.distiller.distill import distill as run_distiller
+from curator.distiller.operations import ExistingClaim, Operation, OpKind
 from curator.learn.apply import apply_operations
 from curator.learn.causal_discovery import EventKey, KGLink, default_event_key, discover_links
 from curator.learn.filter import without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, record_votes
-from curator.operations import ExistingClaim, Operation, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.context import Context
 from grimoire.gate.decay import effective_confidence

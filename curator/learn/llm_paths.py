@@ -42,6 +42,14 @@ from typing import Any
 import numpy as np
 
 from curator.distiller.match import match_claims
+from curator.distiller.operations import (
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    ExistingClaim,
+    Operation,
+    OpKind,
+    category_for_claim,
+)
 from curator.learn.llm_prompts import (
     causality_messages,
     expel_messages,
@@ -54,15 +62,7 @@ from curator.learn.llm_prompts import (
 )
 from curator.learn.reflexion import Invariants, reflect
 from curator.learn.verify import verify_proposals
-from curator.operations import (
-    NEGATIVE_RATE,
-    POSITIVE_RATE,
-    ExistingClaim,
-    Operation,
-    OpKind,
-    category_for_claim,
-)
-from curator.render import render_claim
+from curator.views.render import render_claim
 from grimoire.config import DistillerConfig, LLMConfig
 from grimoire.context import Context
 from grimoire.errors import GrimoireError, LLMError

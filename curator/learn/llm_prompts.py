@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from curator.distiller.features import actions_of
-from curator.render import format_number
+from curator.views.render import format_number
 from grimoire.errors import LLMError
 from grimoire.models.llm import parse_json_answer
 from grimoire.records import Episode, EpisodeType, Outcome

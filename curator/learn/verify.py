@@ -31,8 +31,8 @@ import numpy as np
 from curator.distiller import stats
 from curator.distiller.autocorr import variance_inflation
 from curator.distiller.features import Mask, Table, build_table, condition_mask, rate_population
+from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from curator.distiller.scan import ranks_with_ties
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE
 from grimoire.config import DistillerConfig
 from grimoire.records import Claim, Episode
 

@@ -57,7 +57,7 @@ log = get_logger(__name__)
 
 OUTCOMES = {"positive": 1.0, "negative": -1.0, "neutral": 0.0}
 _PARAMS = {"retrieval_id", "outcome", "pnl", "followed_ids"}
-_DERIVED = "derived"  # curator.lifecycle.DERIVED_TAG: a rule parameterized from an insight
+_DERIVED = "derived"  # curator.cycle.transitions.DERIVED_TAG: a rule parameterized from an insight
 
 
 def _validate(params: Mapping[str, Any]) -> tuple[str, str, float | None, list[str] | None]:

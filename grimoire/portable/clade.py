@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from curator.lifecycle import LOCAL_PROVENANCE
+from curator.cycle.transitions import LOCAL_PROVENANCE
 from grimoire.context import Context
 from grimoire.errors import StoreError, ValidationError
 from grimoire.portable.bundle import entry_items
@@ -33,7 +33,7 @@ from grimoire.records import Category, EntryStatus
 __all__ = ["TABLE", "agent_name", "publish", "pull"]
 
 TABLE = "clade"
-# This agent's own knowledge, learned or told here (one definition: curator.lifecycle).
+# This agent's own knowledge, learned or told here (one definition: curator.cycle.transitions).
 _LOCAL = {p.value for p in LOCAL_PROVENANCE}
 _SCHEMA = pa.schema([
     ("key", pa.string()), ("origin", pa.string()), ("content_hash", pa.string()),

@@ -5,7 +5,7 @@ writer thread) as its provenance (``predecessor``, ``clade`` or ``lethe``), at
 the exporter's confidence times that provenance's weight
 (``decay.provenance_weight``); it enters as a candidate tagged ``inherited``,
 and the curator never promotes an outside heuristic before a local validation
-(``curator.lifecycle``), so it re-earns confidence only through local outcomes.
+(``curator.cycle.transitions``), so it re-earns confidence only through local outcomes.
 Bloodstain flags are kept. Inherited causal edges start at weight
 ``INHERITED_EDGE_WEIGHT`` (0.3, seed 004) with one piece of evidence; an
 endpoint that was an episode in the source store becomes an ``observation``

@@ -7,7 +7,7 @@ type), and answers ``assign`` (nearest centroid by cosine), ``best_action``
 1) prior, so 0.5 before any data) and ``region_quality`` / ``decay_factor``
 for context-aware decay.
 
-``curator.regions.RegionModel`` extends it with the learning (k-means
+``curator.hierarchy.regions.RegionModel`` extends it with the learning (k-means
 regions, transitions, incremental updates) and persists ``to_dict()`` in the
 semantic store's meta under ``regions``. Readers that must not import the
 curator (retrieval) rebuild the read side with ``RegionView.from_dict``,

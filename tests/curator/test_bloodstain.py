@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from curator.lifecycle import prune_exempt
+from curator.cycle.transitions import prune_exempt
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.gate.decay import effective_confidence

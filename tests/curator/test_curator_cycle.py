@@ -16,7 +16,7 @@ from curator.cycle.lifecycle import review_quarantine
 from curator.cycle.run import PHASES, run_cycle
 from curator.cycle.state import Change, apply_changes
 from curator.cycle.summaries import REGIONS_KEY, hierarchical_summaries
-from curator.regions import RegionModel
+from curator.hierarchy.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry

@@ -1,4 +1,4 @@
-"""Promotion, demotion and prune rules (curator.lifecycle) and derived rules (curator.derive)."""
+"""Promotion, demotion and prune rules (cycle.transitions) and derived rules (cycle.derive)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from curator.derive import derive_rule
-from curator.lifecycle import (
+from curator.cycle.derive import derive_rule
+from curator.cycle.transitions import (
     demotion_reason,
     low_confidence_count,
     promotion_reason,

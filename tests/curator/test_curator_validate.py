@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curator import change_points
+from curator.claims import change_points
 from curator.cycle.evidence import validate_predictions, vote_change
 from curator.cycle.lifecycle import demote_and_prune
 from curator.cycle.state import apply_changes, pending_votes

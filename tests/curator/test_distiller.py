@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from curator.distiller.distill import distill
-from curator.operations import NEGATIVE_RATE, POSITIVE_RATE, ExistingClaim, Operation, OpKind
+from curator.distiller.operations import (
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    ExistingClaim,
+    Operation,
+    OpKind,
+)
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from curator.distiller.features import build_table, condition_mask, rate_population
 from curator.distiller.match import effect_changed, match_claims
-from curator.operations import (
+from curator.distiller.operations import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
     ExistingClaim,
@@ -20,7 +20,7 @@ from curator.operations import (
     OpKind,
     category_for_claim,
 )
-from curator.render import (
+from curator.views.render import (
     band_cut_in,
     describe_event,
     format_duration,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curator.hierarchy.kmeans import kmeans
-from curator.regions import RegionModel, action_types, episode_reward
+from curator.hierarchy.regions import RegionModel, action_types, episode_reward
 from grimoire.config import CuratorConfig
 from grimoire.errors import NotAvailableError, ValidationError
 from grimoire.records import Episode, EpisodeType, Outcome

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from curator.distiller.operations import ExistingClaim, OpKind
 from curator.learn.causal_discovery import KGLink, default_event_key, discover_links
-from curator.operations import ExistingClaim, OpKind
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome

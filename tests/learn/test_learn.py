@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curator import change_points
+from curator.claims import change_points
 from curator.learn import hook as learn
 from curator.learn.hook import distill, existing_claims, strategy_window
 from curator.learn.reflexion_hook import reflexion_hook

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from curator.distiller.operations import Operation, OpKind
 from curator.learn.apply import apply_operations, link_weight
 from curator.learn.filter import leak_reason, without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
-from curator.operations import Operation, OpKind
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curator.regions import RegionModel
+from curator.hierarchy.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from curator.cycle.summaries import REGIONS_KEY, update_regions
-from curator.regions import RegionModel
+from curator.hierarchy.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.records import Category, Claim

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from curator.lifecycle import DERIVED_TAG, is_derived, is_summary
+from curator.cycle.transitions import DERIVED_TAG, is_derived, is_summary
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, GrimoireEntry
 from playbook.render_text import fmt_number, metric_label

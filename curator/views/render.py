@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from curator.operations import NEGATIVE_RATE
+from curator.distiller.operations import NEGATIVE_RATE
 from grimoire.records import Claim
 
 __all__ = [

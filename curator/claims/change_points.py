@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from curator.operations import Operation
+from curator.distiller.operations import Operation
 from grimoire.context import Context
 from grimoire.records import Claim
 

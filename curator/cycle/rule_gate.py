@@ -11,7 +11,7 @@ is exactly what it should be (a restatement of a known rule upvotes it, a
 rule contradicting a confident one is quarantined).
 
 Must run on the writer thread (like ``admit``). Must not decide what the rule
-says: ``curator.derive`` does.
+says: ``curator.cycle.derive`` does.
 """
 
 from __future__ import annotations
