@@ -41,7 +41,7 @@ import yaml
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
-from grimoire.feeds.sim_market import GAS_UNITS, in_hours
+from grimoire.feeds.sim.market import GAS_UNITS, in_hours
 from grimoire.grimoire import Grimoire
 from grimoire.models.embedders import Embedder, FastEmbedEmbedder, HashEmbedder
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry

@@ -8,8 +8,8 @@ Importing this package has no side effects.
 
 from grimoire.feeds.base import Feed, NoneFeed, make_feed
 from grimoire.feeds.jsonl import JsonlFeed
-from grimoire.feeds.scenario import Scenario, load_scenario, parse_scenario, shipped_scenarios
-from grimoire.feeds.sim import SimFeed
+from grimoire.feeds.sim.feed import SimFeed
+from grimoire.feeds.sim.scenario import Scenario, load_scenario, parse_scenario, shipped_scenarios
 
 __all__ = [
     "Feed",

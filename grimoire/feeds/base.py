@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from grimoire.errors import ConfigError
 from grimoire.feeds.jsonl import JsonlFeed
-from grimoire.feeds.scenario import load_scenario
-from grimoire.feeds.sim import SimFeed
+from grimoire.feeds.sim.feed import SimFeed
+from grimoire.feeds.sim.scenario import load_scenario
 
 __all__ = ["Feed", "NoneFeed", "make_feed"]
 

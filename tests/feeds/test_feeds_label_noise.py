@@ -9,7 +9,7 @@ import yaml
 
 from grimoire.errors import ConfigError
 from grimoire.feeds import SimFeed, load_scenario
-from grimoire.feeds.scenario import SCENARIO_DIR, Scenario, parse_scenario, shipped_scenarios
+from grimoire.feeds.sim.scenario import SCENARIO_DIR, Scenario, parse_scenario, shipped_scenarios
 
 TICK_MS = 180_000
 T0 = 1_767_225_600_000

@@ -12,7 +12,7 @@ import yaml
 
 from grimoire.errors import ConfigError
 from grimoire.feeds import SimFeed, load_scenario, make_feed, parse_scenario, shipped_scenarios
-from grimoire.feeds.scenario import SCENARIO_DIR
+from grimoire.feeds.sim.scenario import SCENARIO_DIR
 from grimoire.records import Regime, episode_from_params
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grimoire.feeds.scenario import Scenario
-from grimoire.feeds.sim_market import VOL_WINDOW, MarketTick
+from grimoire.feeds.sim.market import VOL_WINDOW, MarketTick
+from grimoire.feeds.sim.scenario import Scenario
 from grimoire.records.enums import EpisodeType, Importance, Outcome, Regime
 
 __all__ = ["action_params", "event_params", "money", "observation_params", "shift_params"]

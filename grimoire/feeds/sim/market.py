@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grimoire.feeds.scenario import HourWindow, Level, Scenario
+from grimoire.feeds.sim.scenario import HourWindow, Level, Scenario
 from grimoire.records.enums import Regime
 
 __all__ = [

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from grimoire.errors import NotAvailableError, ValidationError
-from grimoire.feeds.scenario import Event, LeadLag, Level, Scenario, Strategy
-from grimoire.feeds.sim_market import (
+from grimoire.feeds.sim.market import (
     GAS_UNITS,
     MarketState,
     MarketTick,
@@ -30,12 +29,13 @@ from grimoire.feeds.sim_market import (
     step_regime,
     update_estimates,
 )
-from grimoire.feeds.sim_render import (
+from grimoire.feeds.sim.render import (
     action_params,
     event_params,
     observation_params,
     shift_params,
 )
+from grimoire.feeds.sim.scenario import Event, LeadLag, Level, Scenario, Strategy
 from grimoire.records.enums import Regime
 
 __all__ = ["SimFeed"]

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from grimoire.errors import ConfigError
-from grimoire.feeds.sim_yaml import YamlReader
+from grimoire.feeds.sim.yaml_reader import YamlReader
 from grimoire.records.enums import EpisodeType, Importance, Regime
 
 __all__ = [
