@@ -8,7 +8,7 @@ multiplier (``decay.bloodstain_multiplier``), the retrieval premium and the
 pruning exemption. An incident the gate has already seen merges into its
 warning (a restatement is not evidence: it moves nothing). A warning told by
 ``entry.add`` with provenance ``death_reflection`` is flagged at the gate
-(``grimoire.methods.entry``).
+(``grimoire.gate.admit``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 from curator.cycle.state import Cycle, admit_recorded, refresh
-from grimoire.methods.entry import Proposal
+from grimoire.gate.admit import Proposal
 from grimoire.records import Category, EpisodeType, Importance, Provenance
 
 __all__ = ["BLOODSTAIN_TAG", "bloodstains"]

@@ -67,8 +67,8 @@ from curator.distiller import stats
 from curator.distiller.operations import category_for_claim
 from curator.views.render import band_cut_in
 from grimoire.context import Context
+from grimoire.gate.admit import Proposal
 from grimoire.gate.decay import net_votes
-from grimoire.methods.entry import Proposal
 from grimoire.records import (
     Category,
     Claim,

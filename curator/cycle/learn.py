@@ -24,8 +24,8 @@ from typing import Any
 
 from curator.cycle.state import Cycle, admit_recorded, invalidate, refresh, window_vectors
 from curator.hierarchy.summaries import cluster_episodes, l1_summary
+from grimoire.gate.admit import Proposal
 from grimoire.logs import get_logger
-from grimoire.methods.entry import Proposal
 from grimoire.records import Category, Episode, EpisodeType, Provenance
 
 __all__ = ["compress", "distil", "learn_module"]

@@ -1,6 +1,6 @@
 """The admission gate for rules the curator derives from an insight (SPEC §5 applied to §8 step 3).
 
-Owns ``admit_rule``: the same gate as ``grimoire.methods.entry.admit`` (the five
+Owns ``admit_rule``: the same gate as ``grimoire.gate.admit.admit`` (the five
 factors, the firewall, skip/merge, the composite thresholds, the admission
 log), with one difference: a derived rule is judged for novelty and
 agreement against *rules* (heuristics and warnings) only. Against its own

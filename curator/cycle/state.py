@@ -28,9 +28,9 @@ import numpy.typing as npt
 
 from grimoire.context import Context
 from grimoire.errors import ValidationError
+from grimoire.gate.admit import Proposal, admit
 from grimoire.gate.decay import effective_confidence
 from grimoire.logs import get_logger
-from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, EntryStatus, Episode, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 

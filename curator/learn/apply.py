@@ -37,9 +37,9 @@ from curator.learn.alias import get_alias, set_alias
 from curator.learn.votes import record_votes
 from curator.views.render import format_duration
 from grimoire.context import Context
+from grimoire.gate.admit import Proposal, admit
 from grimoire.gate.agreement import claim_relation
 from grimoire.logs import get_logger
-from grimoire.methods.entry import Proposal, admit
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 

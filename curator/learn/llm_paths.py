@@ -66,8 +66,8 @@ from curator.views.render import render_claim
 from grimoire.config import DistillerConfig, LLMConfig
 from grimoire.context import Context
 from grimoire.errors import GrimoireError, LLMError
+from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.logs import get_logger
-from grimoire.methods.entry import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.models.llm import LLM
 from grimoire.records import Category, Episode, Provenance, Regime
 

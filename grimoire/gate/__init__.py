@@ -8,9 +8,13 @@
   provenance, half-lives per decay class, retention and effective confidence, votes,
   strength. Here because the gate sets the confidence an entry starts at and every
   later reader (the curator's decay phase, retrieval's confidence factor, the views)
-  applies the same math to it.
+  applies the same math to it;
+- ``admit``: the admission path every candidate entry takes (``entry.add``, the
+  distiller, causal discovery, imports, derived rules): the gate run on the writer
+  thread and its decision applied to the semantic store.
 
-Pure given their look-ups: callers pass the store reads in. May import
-records, config and errors; must not import the stores' writers, retrieval,
+All but ``admit`` are pure given their look-ups: callers pass the store reads in.
+``admit`` reads and writes the semantic store through the context. May import records,
+config, errors, clock, ids, logs, the context and the stores; must not import retrieval,
 the methods or the curator.
 """

@@ -1,35 +1,24 @@
 """Knowledge entries: ``entry.add`` through the admission gate, ``entry.get`` / ``entry.list``.
 
-Every candidate entry, whether an agent proposes it or the distiller finds it,
-goes through ``admit``: it scores quality, looks up the nearest entries,
-runs the admission gate (SPEC §5) and applies its decision (insert, merge
-as an upvote, skip, reject, or quarantine), logging the decision with its
-five factor values. The gate and the write run together on the writer
-thread, so two identical proposals cannot both be admitted.
+``entry.add`` validates its params into a ``Proposal`` and hands it to the gate's
+admission path (``grimoire.gate.admit``), the one every candidate entry takes, on the
+writer thread; then it indexes the new entry's entity mentions.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
-from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, assess
+from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.gate.content import require_content
-from grimoire.gate.decay import default_decay_class, effective_confidence
-from grimoire.gate.decay import initial_confidence as provenance_confidence
-from grimoire.gate.quality import score_quality
-from grimoire.ids import new_id
-from grimoire.logs import get_logger
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import (
     PAD,
     Category,
-    Claim,
     DecayClass,
     EntrySource,
     EntryStatus,
@@ -43,34 +32,7 @@ from grimoire.records.text import require_unicode
 from grimoire.retrieval.stages.mentions import index_new_entries
 from grimoire.stores.semantic.types import EntryFilter
 
-__all__ = ["Proposal", "add_entry", "admit", "get_entry", "list_entries", "proposal_from_params"]
-
-log = get_logger(__name__)
-
-MAX_CONTENT_CHARS = 4_000
-NEIGHBOURS = 10
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Proposal:
-    """A validated candidate entry, before the gate."""
-
-    category: Category
-    content: str
-    provenance: Provenance = Provenance.SELF_LEARNED
-    confidence: float | None = None
-    decay_class: DecayClass | None = None
-    tags: tuple[str, ...] = ()
-    strategy: str | None = None
-    regime: Regime | None = None
-    source: EntrySource = dataclasses.field(default_factory=EntrySource)
-    parent_episode_ids: tuple[str, ...] = ()
-    parent_entry_ids: tuple[str, ...] = ()
-    emotional_tag: PAD | None = None
-    claim: Claim | None = None
-    support: int = 1
-    event_time: int | None = None
-    is_bloodstain: bool = False
+__all__ = ["add_entry", "get_entry", "list_entries", "proposal_from_params"]
 
 
 def _str_list(value: object, field: str, limit: int = 200) -> tuple[str, ...]:
@@ -151,89 +113,6 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
                                      limit=1000),
         emotional_tag=None if mood is None else PAD.from_dict(mood, "emotional_tag"),
     )
-
-
-def _neighbours(ctx: Context, vector: np.ndarray, now: int) -> list[Neighbour]:
-    hits = ctx.semantic.knn(vector, NEIGHBOURS, EntryFilter(
-        statuses=(EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED)))
-    return [Neighbour(entry, sim, effective_confidence(entry, now, ctx.config.decay))
-            for entry, sim in hits]
-
-
-def _new_entry(ctx: Context, p: Proposal, decision: AdmissionDecision, quality: float,
-               now: int) -> GrimoireEntry:
-    if decision.confidence is not None:  # a low-composite admission: SPEC's 0.3
-        confidence = decision.confidence
-    elif p.confidence is not None:
-        confidence = p.confidence
-    else:
-        confidence = provenance_confidence(p.provenance, ctx.config.decay)
-    cfg = ctx.config.decay
-    return GrimoireEntry(
-        id=new_id(now), category=p.category, content=p.content,
-        confidence=min(cfg.max_confidence, max(cfg.min_confidence, confidence)),
-        quality_score=quality, decay_class=p.decay_class or default_decay_class(p.category),
-        provenance=p.provenance, created_at=now, last_accessed_at=now,
-        market_regime=p.regime, valid_from=p.event_time, parent_episode_ids=p.parent_episode_ids,
-        tags=p.tags, source=p.source, emotional_tag=p.emotional_tag, strategy=p.strategy,
-        claim=p.claim, parent_entry_ids=p.parent_entry_ids, is_bloodstain=p.is_bloodstain,
-        status=EntryStatus.CANDIDATE, updated_at=now,
-    )
-
-
-def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
-    target = ctx.semantic.get_entry(target_id)
-    if target is None:
-        raise NotFoundError(f"merge target {target_id} vanished")
-    parents = tuple(dict.fromkeys(target.parent_episode_ids + p.parent_episode_ids))[-200:]
-    # A restatement is not evidence (issue 11): the merge keeps its episodes as provenance
-    # but moves neither confidence nor ✓; only newly counted episodes do (curator cycle).
-    ctx.semantic.update_entry(dataclasses.replace(
-        target, parent_episode_ids=parents, updated_at=now))
-
-
-def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
-          llm_scores: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Run the gate and apply its decision. Must be called on the writer thread.
-
-    ``llm_scores`` (the optional LLM's future utility, asked off the writer
-    thread) override the rule-based factors of the same name.
-    """
-    now = ctx.now()
-    if vector is None:
-        vector = ctx.embedder.embed([p.content])[0]
-    neighbours = _neighbours(ctx, vector, now)
-    nearest = max((n.similarity for n in neighbours), default=None)
-    quality = score_quality(p.content, novelty_similarity=nearest, cfg=ctx.config.quality)
-    decision = assess(
-        Candidate(category=p.category, content=p.content, claim=p.claim, support=p.support,
-                  event_time=p.event_time if p.event_time is not None else now,
-                  provenance=p.provenance),
-        neighbours, now=now, cfg=ctx.config.admission, quality=quality, llm_scores=llm_scores,
-    )
-    entry_id: str | None = None
-    if decision.decision == "admitted":
-        entry = _new_entry(ctx, p, decision, quality.total, now)
-        ctx.semantic.insert_entry(entry, vector)
-        entry_id = entry.id
-    elif decision.decision == "merged" and decision.merge_target_id:
-        _merge(ctx, decision.merge_target_id, p, now)
-        entry_id = decision.merge_target_id
-    elif decision.decision == "quarantined":
-        entry = _new_entry(ctx, p, decision, quality.total, now)
-        ctx.semantic.quarantine(entry, vector, reason="; ".join(decision.reasons) or
-                                "contradicts a confident entry",
-                                conflicting_id=decision.conflicting_id)
-        entry_id = entry.id
-    ctx.semantic.log_admission(decision=decision.decision, factors=decision.factors,
-                               composite=decision.composite, candidate=p.content,
-                               category=p.category.value, entry_id=entry_id, now=now,
-                               off_topic=decision.off_topic, reasons=decision.reasons)
-    result = {"decision": decision.decision, "id": entry_id, **decision.to_dict(),
-              "quality": quality.to_dict()}
-    log.info("admission.decision", decision=decision.decision, composite=decision.composite,
-             category=p.category.value, entry_id=entry_id)
-    return result
 
 
 def add_entry(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``import``: knowledge from a bundle (or the Clade) into this Grimoire, on its terms.
 
-Every entry goes through the admission gate (``methods.entry.admit``, on the
+Every entry goes through the admission gate (``gate.admit.admit``, on the
 writer thread) as its provenance (``predecessor``, ``clade`` or ``lethe``), at
 the exporter's confidence times that provenance's weight
 (``decay.provenance_weight``); it enters as a candidate tagged ``inherited``,
@@ -26,7 +26,8 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.errors import ValidationError
-from grimoire.methods.entry import Proposal, admit, proposal_from_params
+from grimoire.gate.admit import Proposal, admit
+from grimoire.methods.entry import proposal_from_params
 from grimoire.methods.episode import write_episodes
 from grimoire.methods.kg import kg_assert
 from grimoire.records import Provenance

@@ -23,7 +23,7 @@ from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.feeds import SimFeed, load_scenario
-from grimoire.feeds.scenario import SCENARIO_DIR, Scenario, parse_scenario
+from grimoire.feeds.sim.scenario import SCENARIO_DIR, Scenario, parse_scenario
 from grimoire.models.embedders import HashEmbedder
 
 pytest.importorskip("curator.learn.hook",
