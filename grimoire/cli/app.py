@@ -14,22 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from grimoire import __version__
-from grimoire.cli.commands import COMMANDS
+from grimoire.cli.commands import COMMANDS, methods_epilog
 from grimoire.errors import ConfigError, GrimoireError
-from grimoire.service.api import METHODS
 from playbook.glossary import GLOSSARY
 
-__all__ = ["GLOSSARY", "build_parser", "main", "methods_epilog"]
-
-def methods_epilog(with_params: bool = False) -> str:
-    """The method table (api.METHODS, which the server validates against) as help text."""
-    lines = ["methods (grimoire call METHOD JSON):"]
-    for spec in METHODS.values():
-        lines.append(f"  {spec.name:<20} {spec.summary}")
-        if with_params:
-            lines.append(f"  {'':<20}   params {spec.params}")
-    return "\n".join(lines)
-
+__all__ = ["GLOSSARY", "build_parser", "main"]
 
 def _epilog() -> str:
     words = "\n".join(f"  {k:<12} {v}" for k, v in GLOSSARY.items())

@@ -20,7 +20,7 @@ from grimoire.config import config_items
 from grimoire.errors import ValidationError
 from grimoire.service.api import METHODS, suggest_method
 
-__all__ = ["COMMANDS", "method_command"]
+__all__ = ["COMMANDS", "method_command", "methods_epilog"]
 
 Sub = Any  # argparse's _SubParsersAction
 Request = Callable[[argparse.Namespace], tuple[str, dict[str, Any]]]
@@ -253,9 +253,17 @@ def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
                             "max_hops": args.max_hops}
 
 
-def register_call(sub: Sub) -> None:
-    from grimoire.cli.app import methods_epilog
+def methods_epilog(with_params: bool = False) -> str:
+    """The method table (api.METHODS, which the server validates against) as help text."""
+    lines = ["methods (grimoire call METHOD JSON):"]
+    for spec in METHODS.values():
+        lines.append(f"  {spec.name:<20} {spec.summary}")
+        if with_params:
+            lines.append(f"  {'':<20}   params {spec.params}")
+    return "\n".join(lines)
 
+
+def register_call(sub: Sub) -> None:
     call = sub.add_parser("call", help="call any API method with JSON params",
                           description="Call any method of the API. Parameters marked ? are "
                           "optional; the server checks them against this same table.",
