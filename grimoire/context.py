@@ -24,7 +24,7 @@ from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
 
-__all__ = ["Context", "CuratorHook", "DistillHook", "PostWriteHook"]
+__all__ = ["Context", "CuratorHook", "DistillHook", "EpisodeWriter", "PostWriteHook"]
 
 #: After each durable episode append, on the writer thread: (ctx, episodes, vectors).
 PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
@@ -32,6 +32,8 @@ PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
 DistillHook = Callable[["Context", "str | None", int], Mapping[str, Any]]
 #: One curator cycle: (ctx, now) -> summary.
 CuratorHook = Callable[["Context", int], Mapping[str, Any]]
+#: The API's episode write path: (ctx, params list) -> ids, once durable.
+EpisodeWriter = Callable[["Context", Sequence[Mapping[str, Any]]], list[str]]
 
 
 @dataclass
@@ -58,6 +60,12 @@ class Context:
     post_write_hooks: list[PostWriteHook] = field(default_factory=list)
     distill_hook: DistillHook | None = None
     curator_hook: CuratorHook | None = None
+    # The API's own episode write path (methods.episode.write_episodes), wired by the
+    # facade, for the parts below the methods that write episodes (Reflexion's incidents).
+    write_episodes: EpisodeWriter | None = None
+    # Read-outs a part publishes for status's health metrics, by name (the curator fills
+    # its own when it is installed, so the metrics never import the curator).
+    stats: dict[str, Callable[..., Any]] = field(default_factory=dict)
     # Opened with Grimoire.open(read_only=True): the stores refuse writes, and work that
     # only writes on the side of a read (retrieve's log and mention indexing) is skipped.
     read_only: bool = False

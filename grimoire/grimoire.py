@@ -118,31 +118,27 @@ class ReadOnlyWriter(Writer):
 
 
 def _wire(ctx: Context) -> None:
-    """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator)."""
-    from curator.cycle.run import curator_hook
-    from curator.learn import hook as learn
-    from curator.learn.reflexion_hook import reflexion_hook
+    """Connect the areas that react to writes and ticks (post-write hooks, distiller, curator).
+
+    The curator is reached through its one entry point, ``curator.api``."""
+    from curator import api as curator_api
     from grimoire.methods.causal import link_new_episodes
-    from grimoire.methods.episode import count_for_distillation
+    from grimoire.methods.episode import count_for_distillation, write_episodes
     from grimoire.methods.health import register_health_metrics
     from grimoire.retrieval.stages.mentions import record_episode_mentions
     from grimoire.retrieval.stages.terms import observe_episode_terms
 
+    ctx.write_episodes = write_episodes
     ctx.post_write_hooks.append(count_for_distillation)
     # Retrieval's write-time work: entity mentions (graph backend), causal hints and
     # regime-shift auto-links, and the word sample that keeps BM25 selective.
     ctx.post_write_hooks.append(record_episode_mentions)
     ctx.post_write_hooks.append(link_new_episodes)
     ctx.post_write_hooks.append(observe_episode_terms)
-    # Learning: Reflexion on each action, the distiller on the heartbeat, health metrics.
-    ctx.post_write_hooks.append(reflexion_hook)
-    ctx.distill_hook = learn.distill
     register_health_metrics()
-    if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
-        from curator.learn.llm_paths import install_llm_paths
-
-        install_llm_paths(ctx, ctx.extras["llm"])
-    ctx.curator_hook = curator_hook
+    # Learning: Reflexion on each action (after the hooks above), the distiller on the
+    # heartbeat, the optional LLM paths, the curator cycle, and the curator's read-outs.
+    curator_api.install(ctx)
 
 
 class Grimoire:
@@ -360,7 +356,7 @@ class Grimoire:
 
     def entry_get(self, id: str) -> dict[str, Any]:
         """One entry by its id or a unique prefix of it (PLAYBOOK.md's short ids)."""
-        from curator.views.explain import resolve_entry
+        from curator.api import resolve_entry
         from grimoire.methods.entry import get_entry
 
         return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
@@ -373,7 +369,7 @@ class Grimoire:
                             limit=limit)
 
     def entry_explain(self, id: str) -> dict[str, Any]:
-        from curator.views.explain import explain_entry
+        from curator.api import explain_entry
 
         return explain_entry(self._ctx, id)
 
@@ -442,7 +438,7 @@ class Grimoire:
 
     def curator_run(self) -> dict[str, Any]:
         self._writable("curator.run")
-        from curator.cycle.run import run_cycle
+        from curator.api import run_cycle
 
         return run_cycle(self._ctx)
 

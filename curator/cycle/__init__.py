@@ -11,6 +11,6 @@ and its effective confidence in, a reason out) and ``derive`` (an insight
 parameterised into a heuristic or warning), both pure and store-free, and
 ``rule_gate`` (the admission gate as it applies to a derived rule).
 
-May import every other curator part, the stores, the gate, the methods and
+May import every other curator part, the stores, the gate and
 the playbook compiler; nothing in ``curator`` below it imports this package.
 """

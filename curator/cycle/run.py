@@ -60,7 +60,7 @@ Phase = Callable[[Cycle], dict[str, Any]]
 
 def publish_playbook(cy: Cycle) -> dict[str, Any]:
     """Step 9: compile PLAYBOOK.md from the store and replace the file atomically."""
-    from grimoire.methods.playbook import playbook_counts, write_playbook
+    from curator.views.playbook import playbook_counts, write_playbook
 
     counts = playbook_counts(cy.ctx)
     counts["curator_cycles"] = cy.number

@@ -10,6 +10,7 @@
 - ``llm_paths`` / ``llm_prompts``: the optional LLM paths (every step has a
   rule-based default; nothing here calls the network unless an LLM is configured).
 
-May import ``curator.distiller``, the gate, the stores and ``grimoire.methods``
-(to write through the API's own paths); must not import ``curator.cycle``.
+May import ``curator.distiller``, the gate (its admission path: ``grimoire.gate.admit``)
+and the stores; episodes are written through ``ctx.write_episodes`` (the API's own
+path, wired by the facade). Must not import ``grimoire.methods`` or ``curator.cycle``.
 """

@@ -21,8 +21,8 @@ from typing import Any
 
 from curator.learn.reflexion import Invariants, Verdict, reflect
 from grimoire.context import Context
+from grimoire.errors import NotAvailableError
 from grimoire.logs import get_logger
-from grimoire.methods.episode import write_episodes
 from grimoire.records import Episode, EpisodeType
 
 __all__ = ["REFLEXION_STATS_KEY", "reflexion_hook"]
@@ -67,5 +67,8 @@ def reflexion_hook(ctx: Context, episodes: Sequence[Episode], _vectors: Any) -> 
             paths.submit_reflexion(ctx, ep, invariants)
     _count(ctx, verdicts, len(incidents))
     if incidents:
-        ids = write_episodes(ctx, incidents)
+        if ctx.write_episodes is None:
+            raise NotAvailableError("Reflexion's incidents need the episode write path: "
+                                    "open the stores through Grimoire.open")
+        ids = ctx.write_episodes(ctx, incidents)
         log.warning("reflexion.incidents.written", count=len(ids), ids=ids[:20])

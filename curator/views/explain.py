@@ -54,7 +54,7 @@ def resolve_entry(ctx: Context, id: str) -> GrimoireEntry:
         # PLAYBOOK.md prints the shortest prefix unique among the entries it shows; entries
         # made in the same millisecond share 12 characters (UUIDv7), so a prefix copied from
         # the file may match others in the store: the one in the playbook is the one meant.
-        from grimoire.methods.playbook import select_entries
+        from curator.views.playbook import select_entries
 
         in_playbook = {e.id for e in select_entries(ctx)}
         listed = [m for m in matches if m.id in in_playbook]

@@ -149,11 +149,15 @@ def heuristic_survival_rate(ctx: Context) -> dict[str, Any]:
 
 
 def prediction_accuracy(ctx: Context) -> dict[str, Any]:
-    """Share of recent actions whose realised return came within 50 bps of the prediction."""
-    from curator.learn.reflexion import deviations
+    """Share of recent actions whose realised return came within 50 bps of the prediction.
 
-    episodes = ctx.episodes.recent(SCAN_LIMIT, types=["action"], since=ctx.now() - WEEK_MS)
-    devs = [d["return_bps"] for d in map(deviations, episodes) if "return_bps" in d]
+    The deviations are Reflexion's (published by the curator as ``prediction_deviations``);
+    without the curator installed there are none to count."""
+    deviations = ctx.stats.get("prediction_deviations")
+    devs: list[float] = []
+    if deviations is not None:
+        episodes = ctx.episodes.recent(SCAN_LIMIT, types=["action"], since=ctx.now() - WEEK_MS)
+        devs = [d["return_bps"] for d in map(deviations, episodes) if "return_bps" in d]
     within = sum(abs(d) <= PREDICTION_TOLERANCE_BPS for d in devs)
     return BANDS["prediction_accuracy"].report(
         _ratio(within, len(devs)), n=len(devs), enough=len(devs) >= MIN_SAMPLES,
@@ -180,11 +184,10 @@ def pnl_trend(ctx: Context) -> dict[str, Any]:
 
 
 def learning(ctx: Context) -> dict[str, Any]:
-    """Distillation runs since open: count, mean and max milliseconds, the last per strategy."""
-    from curator.learn.hook import LEARN_STATS_KEY
-
-    with ctx.state_lock:
-        stats = dict(ctx.extras.get(LEARN_STATS_KEY) or {})
+    """Distillation runs since open: count, mean and max milliseconds, the last per strategy
+    (the curator's ``learning`` read-out)."""
+    source = ctx.stats.get("learning")
+    stats: dict[str, Any] = dict(source()) if source is not None else {}
     runs = int(stats.get("runs", 0))
     return {"flag": "info", "runs": runs,
             "mean_ms": round(stats["total_ms"] / runs, 2) if runs else None,
@@ -195,14 +198,13 @@ def learning(ctx: Context) -> dict[str, Any]:
 
 
 def reflexion(ctx: Context) -> dict[str, Any]:
-    """Reflexion verdicts and safety incidents since open."""
-    from curator.learn.reflexion_hook import REFLEXION_STATS_KEY
-
-    with ctx.state_lock:
-        stats = ctx.extras.get(REFLEXION_STATS_KEY) or {}
-        return {"flag": "info", "episodes": stats.get("episodes", 0),
-                "incidents": stats.get("incidents", 0),
-                "verdicts": dict(stats.get("verdicts", {}))}
+    """Reflexion verdicts and safety incidents since open (the curator's ``reflexion``
+    read-out)."""
+    source = ctx.stats.get("reflexion")
+    stats = source() if source is not None else {}
+    return {"flag": "info", "episodes": stats.get("episodes", 0),
+            "incidents": stats.get("incidents", 0),
+            "verdicts": dict(stats.get("verdicts", {}))}
 
 
 METRICS: dict[str, Callable[[Context], Any]] = {

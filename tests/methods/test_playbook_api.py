@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from curator.cycle.run import run_cycle
+from curator.views.playbook import render_playbook, select_entries, write_playbook
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.errors import StoreError
-from grimoire.methods.playbook import playbook_get, render_playbook, select_entries, write_playbook
+from grimoire.methods.playbook import playbook_get
 from grimoire.records import Category, Claim, DecayClass, EntryStatus
 from tests.curator.test_curator_support import GAS_CLAIM, grimoire_at, put
 

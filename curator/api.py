@@ -1,0 +1,57 @@
+"""The curator's one entry point: what the grimoire facade calls, and nothing else.
+
+The facade (``grimoire.grimoire``) reaches the curator only through this module:
+
+- ``install(ctx)``: wire the curator's learners on an opened context: Reflexion after each
+  durable action episode (after the facade's own post-write hooks), the distiller on the
+  heartbeat, the optional LLM paths when an LLM is configured, the 50-tick curator cycle;
+  and publish the curator's read-outs in ``ctx.stats`` for ``status``'s health metrics
+  (``learning``, ``reflexion``, ``prediction_deviations``), so that the metrics read them
+  without importing the curator;
+- ``run_cycle(ctx)``: one curator cycle now (``curator.run``);
+- ``resolve_entry`` / ``explain_entry``: ``entry.explain``.
+
+Everything else in the curator is its own business and may move without the facade
+noticing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curator.cycle.run import curator_hook, run_cycle
+from curator.learn import hook as learn
+from curator.learn.reflexion import deviations
+from curator.learn.reflexion_hook import REFLEXION_STATS_KEY, reflexion_hook
+from curator.views.explain import explain_entry, resolve_entry
+from grimoire.context import Context
+
+__all__ = ["explain_entry", "install", "resolve_entry", "run_cycle"]
+
+
+def _learning(ctx: Context) -> dict[str, Any]:
+    """Distillation runs since open (a copy, taken under the state lock)."""
+    with ctx.state_lock:
+        return dict(ctx.extras.get(learn.LEARN_STATS_KEY) or {})
+
+
+def _reflexion(ctx: Context) -> dict[str, Any]:
+    """Reflexion verdicts and safety incidents since open (a copy, under the state lock)."""
+    with ctx.state_lock:
+        stats = ctx.extras.get(REFLEXION_STATS_KEY) or {}
+        return {"episodes": stats.get("episodes", 0), "incidents": stats.get("incidents", 0),
+                "verdicts": dict(stats.get("verdicts", {}))}
+
+
+def install(ctx: Context) -> None:
+    """Wire the curator's learners and cycle on ``ctx`` and publish its read-outs."""
+    ctx.post_write_hooks.append(reflexion_hook)
+    ctx.distill_hook = learn.distill
+    ctx.stats["learning"] = lambda: _learning(ctx)
+    ctx.stats["reflexion"] = lambda: _reflexion(ctx)
+    ctx.stats["prediction_deviations"] = deviations
+    if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
+        from curator.learn.llm_paths import install_llm_paths
+
+        install_llm_paths(ctx, ctx.extras["llm"])
+    ctx.curator_hook = curator_hook
