@@ -28,6 +28,7 @@ from curator.claims.window import (
     condition_mask,
     event_key,
     event_keys,
+    term_field,
 )
 
 __all__ = [
@@ -51,4 +52,5 @@ __all__ = [
     "reference_level",
     "reversal",
     "stratified_level",
+    "term_field",
 ]

@@ -23,7 +23,8 @@ from curator.learn.causal_discovery import default_event_key
 from grimoire.records import Claim, Episode, EpisodeType, Outcome
 
 __all__ = ["ATTRIBUTES", "NEGATIVE_RATE", "POSITIVE_RATE", "EpisodeWindow", "Mask", "actions_of",
-           "band_mask", "claim_mask", "condition_mask", "event_key", "event_keys", "scope"]
+           "band_mask", "claim_mask", "condition_mask", "event_key", "event_keys", "scope",
+           "term_field"]
 
 Mask = npt.NDArray[np.bool_]
 NEGATIVE_RATE = "outcome:negative_rate"
@@ -195,6 +196,25 @@ def condition_mask(window: EpisodeWindow, condition: Mapping[str, Any], *,
         else:
             return None
     return mask
+
+
+def term_field(key: str, value: object) -> str | None:
+    """The episode field that ``condition_mask`` reads for one condition term: an attribute
+    its own name, ``action`` the episode's actions (else its tool: ``"action"``), an hour
+    window its ``timestamp``, a band ``metrics.<metric>``. None for a term it cannot read.
+
+    It lets a caller holding a partial episode (a situation the agent describes before it
+    acts) tell a term that fails from one it cannot judge for want of that field."""
+    if key in ATTRIBUTES:
+        return key
+    if key == "action":
+        return "action"
+    if key == "hour_window":
+        return "timestamp"
+    if (key == "metric_band" and isinstance(value, list | tuple) and len(value) == 2
+            and isinstance(value[0], str)):
+        return f"metrics.{value[0]}"
+    return None
 
 
 def claim_mask(window: EpisodeWindow, claim: Claim) -> Mask | None:

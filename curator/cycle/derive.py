@@ -24,7 +24,9 @@ from grimoire.config import DistillerConfig
 from grimoire.records import Category, GrimoireEntry
 from playbook.render_text import fmt_number, metric_label
 
-__all__ = ["DerivedRule", "condition_phrase", "derive_rule"]
+__all__ = ["ACTION_TAG", "DerivedRule", "condition_phrase", "derive_rule", "rule_actions"]
+
+ACTION_TAG = "action:"  # a derived rule's tag per action it names ("action:swap")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,5 +112,12 @@ def derive_rule(insight: GrimoireEntry, cfg: DistillerConfig) -> DerivedRule | N
         content = (f"Avoid {doing} when {when} because {because}." if when
                    else f"Avoid {doing} because {because}.")
         category = Category.WARNING
-    tags = (DERIVED_TAG, f"metric:{metric}", *(f"action:{a}" for a in actions))
+    tags = (DERIVED_TAG, f"metric:{metric}", *(f"{ACTION_TAG}{a}" for a in actions))
     return DerivedRule(category, content, metric, tuple(actions), tags)
+
+
+def rule_actions(rule: GrimoireEntry) -> tuple[str, ...]:
+    """The actions a derived rule names (its ``action:`` tags, as ``derive_rule`` wrote
+    them): the rule is about doing one of them under its insight's condition."""
+    return tuple(t[len(ACTION_TAG):] for t in rule.tags
+                 if t.startswith(ACTION_TAG) and len(t) > len(ACTION_TAG))

@@ -1,0 +1,119 @@
+"""``curator.claims.applies``: a stored rule's condition read against a situation (a partial
+action episode), with the curator's own reading of a condition. Pure: records only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curator.claims.applies import APPLIES, MAY_APPLY, Situation, match_rule
+from grimoire.records import (
+    Category,
+    Claim,
+    DecayClass,
+    GrimoireEntry,
+    Provenance,
+    episode_from_params,
+)
+from tests.curator.test_curator_support import hour
+
+
+def situation(**fields: Any) -> Situation:
+    episode = episode_from_params({**fields, "text": "situation", "type": "action"},
+                                  id="s", now_ms=0)
+    return Situation.of(episode, fields)
+
+
+def entry(id: str = "r", *, claim: Claim | None = None, tags: tuple[str, ...] = (),
+          parents: tuple[str, ...] = (), category: Category = Category.WARNING
+          ) -> GrimoireEntry:
+    return GrimoireEntry(id=id, category=category, content="a rule", confidence=0.8,
+                         quality_score=0.5, decay_class=DecayClass.TACTICAL,
+                         provenance=Provenance.SELF_LEARNED, created_at=0, last_accessed_at=0,
+                         claim=claim, tags=tags, parent_entry_ids=parents)
+
+
+def claim(condition: dict[str, Any], *, strategy: str | None = None,
+          band_cut: float | None = None) -> Claim:
+    return Claim(condition=condition, target="outcome:negative_rate", direction="higher",
+                 effect=0.8, baseline=0.4, support=20, strategy=strategy, band_cut=band_cut)
+
+
+def verdict(s: Situation, rule: GrimoireEntry, parent: GrimoireEntry | None = None
+            ) -> tuple[str, tuple[str, ...]] | None:
+    found = match_rule(s, rule, parent)
+    return None if found is None else (found.match, found.missing)
+
+
+SWAP_HIGH_VOL = claim({"action": "swap", "regime": "high_vol", "token_pair": "WETH/USDC"})
+
+
+def test_every_term_given_and_true_applies_and_one_false_term_fails() -> None:
+    rule = entry(claim=SWAP_HIGH_VOL)
+    assert verdict(situation(actions=["swap"], regime="high_vol", token_pair="WETH/USDC"),
+                   rule) == (APPLIES, ())
+    assert verdict(situation(actions=["swap"], regime="bull", token_pair="WETH/USDC"),
+                   rule) is None
+    assert verdict(situation(actions=["lp_add"], regime="high_vol"), rule) is None
+
+
+def test_a_term_whose_field_is_missing_may_apply_and_names_the_field() -> None:
+    rule = entry(claim=SWAP_HIGH_VOL)
+    assert verdict(situation(actions=["swap"], regime="high_vol"), rule) == (
+        MAY_APPLY, ("token_pair",))
+    assert verdict(situation(regime="high_vol"), rule) == (MAY_APPLY, ("action", "token_pair"))
+
+
+def test_the_tool_of_an_action_is_its_action_as_the_curator_reads_it() -> None:
+    rule = entry(claim=claim({"action": "swap"}))
+    assert verdict(situation(tool="swap"), rule) == (APPLIES, ())
+    tool_rule = entry(claim=claim({"tool": "uniswap_v3"}))
+    assert verdict(situation(actions=["swap"]), tool_rule) == (MAY_APPLY, ("tool",))
+    assert verdict(situation(actions=["swap"], tool="uniswap_v3"), tool_rule) == (APPLIES, ())
+
+
+def test_a_strategy_rule_is_its_strategy_s_and_a_global_rule_everyone_s() -> None:
+    mine = entry(claim=claim({"regime": "high_vol"}, strategy="eth-dca"))
+    glob = entry(claim=claim({"regime": "high_vol"}))
+    assert verdict(situation(regime="high_vol", strategy="eth-dca"), mine) == (APPLIES, ())
+    assert verdict(situation(regime="high_vol", strategy="lp"), mine) is None
+    assert verdict(situation(regime="high_vol"), mine) == (MAY_APPLY, ("strategy",))
+    assert verdict(situation(regime="high_vol", strategy="lp"), glob) == (APPLIES, ())
+
+
+def test_an_hour_window_is_judged_on_the_situation_time_only() -> None:
+    rule = entry(claim=claim({"hour_window": [22, 2]}))  # wraps midnight
+    assert verdict(situation(timestamp=hour(23)), rule) == (APPLIES, ())
+    assert verdict(situation(timestamp=hour(1.5)), rule) == (APPLIES, ())
+    assert verdict(situation(timestamp=hour(2)), rule) is None  # end exclusive
+    assert verdict(situation(actions=["swap"]), rule) == (MAY_APPLY, ("timestamp",))
+
+
+def test_a_band_is_cut_where_the_claim_says() -> None:
+    rule = entry(claim=claim({"metric_band": ["gas_gwei", "upper"]}, band_cut=31.0))
+    assert verdict(situation(metrics={"gas_gwei": 40.0}), rule) == (APPLIES, ())
+    assert verdict(situation(metrics={"gas_gwei": 20.0}), rule) is None
+    assert verdict(situation(metrics={"slippage_bps": 9.0}), rule) == (
+        MAY_APPLY, ("metrics.gas_gwei",))
+    uncut = entry(claim=claim({"metric_band": ["gas_gwei", "upper"]}))
+    assert verdict(situation(metrics={"gas_gwei": 40.0}), uncut) is None  # no cut: no verdict
+
+
+def test_a_derived_rule_holds_under_its_insight_s_condition_for_the_actions_it_names() -> None:
+    insight = entry("i", claim=claim({"regime": "high_vol"}), category=Category.INSIGHT)
+    rule = entry(tags=("derived", "metric:gas_gwei", "action:swap", "action:bridge"),
+                 parents=("i",))
+    assert verdict(situation(actions=["bridge"], regime="high_vol"), rule, insight) == (
+        APPLIES, ())
+    assert verdict(situation(actions=["lp_add"], regime="high_vol"), rule, insight) is None
+    assert verdict(situation(regime="high_vol"), rule, insight) == (MAY_APPLY, ("action",))
+    assert verdict(situation(actions=["swap"], regime="high_vol"), rule, None) is None
+    assert verdict(situation(actions=["swap"], regime="high_vol"), rule,
+                   entry("other", claim=claim({}))) is None  # not its insight
+
+
+def test_conditions_no_one_here_reads_are_left_to_similarity() -> None:
+    causal = entry(claim=Claim({"event": "clade_alert", "within_ms": 600_000},
+                               "event:regime_shift_to_high_vol", "higher", 0.5, 0.03, 6))
+    told = entry(claim=None)
+    for rule in (causal, told):
+        assert verdict(situation(actions=["swap"], regime="high_vol"), rule) is None
