@@ -376,9 +376,25 @@ class Grimoire:
     # -- retrieval and feedback -----------------------------------------------------------
 
     def retrieve(self, **params: Any) -> dict[str, Any]:
+        """``retrieve``; with ``situation`` (the fields of an action episode) the rules that
+        apply to it come first (``rules_applicable``), and without ``query`` the situation
+        in words is the query."""
         from grimoire.retrieval.pipeline import retrieve
 
-        return retrieve(self._ctx, params)
+        if params.get("situation") is None:
+            params.pop("situation", None)
+            return retrieve(self._ctx, params)
+        from grimoire.methods.advise import advice_for
+
+        advice, params = advice_for(self._ctx, params)
+        return retrieve(self._ctx, params, advice)
+
+    def rules_applicable(self, situation: Any, categories: Any = None, limit: Any = 10,
+                         may_apply: Any = True) -> dict[str, Any]:
+        from grimoire.methods.advise import rules_applicable
+
+        return rules_applicable(self._ctx, situation, categories=categories, limit=limit,
+                                may_apply=may_apply)
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
         self._writable("outcome.report")

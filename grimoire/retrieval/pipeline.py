@@ -45,6 +45,13 @@ bookkeeping) is handed to the writer without waiting (``stages.writes``).
 The result's ``trace`` says which backends found how much, the event and
 its ancestors, the weights used, and ``ms``: each stage's wall time.
 
+Rules that apply now (SPEC §13): given an ``Advice`` (the situation the agent described
+and the active rules whose structured conditions hold for it, found by
+``grimoire.methods.advise``), those rules come first: first in ``items`` (each with a
+``rule`` block saying why; they count towards ``k`` and are fitted to the token budget
+before the evidence) and as the context block's first part; the ranked evidence fills
+what is left and never repeats them.
+
 The stages live in small modules: ``stages.params`` (validation),
 ``stages.sources`` (backends), ``stages.hop`` (entity expansion),
 ``stages.records`` (record caches),
@@ -85,6 +92,7 @@ from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
+from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
 from grimoire.retrieval.stages.hop import expand
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entries
@@ -231,6 +239,12 @@ class _Run:
     ms: dict[str, float] = field(default_factory=dict)
     log_job: LogJob | None = None  # submitted once the total time is known
     window: Window | None = None  # the query's time expression, resolved
+    advice: Advice | None = None  # the situation's rules, served first
+
+    @property
+    def rules(self) -> tuple[AppliedRule, ...]:
+        """The rules served ahead of the evidence (at most ``k``)."""
+        return () if self.advice is None else self.advice.rules[:self.req.k]
 
     def lap(self, stage: str, since: float) -> float:
         """Record a stage's wall time (diagnostics in the trace, not logic)."""
@@ -326,7 +340,10 @@ def _rank(ctx: Context, run: _Run) -> None:
     else:
         raise ValidationError(f"must be 'additive' or 'multiplicative', got "
                               f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
-    run.chosen = mmr_select(pooled, run.scores, cfg.mmr_lambda, run.k, cfg.mmr_duplicate)
+    served = {r.entry.id for r in run.rules}
+    evidence = [c for c in pooled if c.id not in served] if served else pooled
+    run.chosen = mmr_select(evidence, run.scores, cfg.mmr_lambda, max(0, run.k - len(served)),
+                            cfg.mmr_duplicate)
     run.contrarian = _contrarian(ctx, req, pooled, run.scores, run.chosen)
     if run.contrarian is not None:
         run.factors[run.contrarian] = {**run.factors[run.contrarian],
@@ -338,7 +355,10 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     """Budget, items, the log hand-off, chain and context block."""
     req, scores, factors = run.req, run.scores, run.factors
     started = time.perf_counter()
-    fitted = fit([run.cands[i] for i in run.chosen], req.max_tokens, token_counter(ctx))
+    count = token_counter(ctx)
+    rules = fit(list(run.rules), req.max_tokens, count, lambda r: r.entry.content)
+    left = req.max_tokens - sum(f.tokens for f in rules)
+    fitted = fit([run.cands[i] for i in run.chosen], left, count) if left > 0 else []
     region = region_for(ctx, run.query_vector,
                         [f.item.id for f in fitted if f.item.kind == "entry"],
                         run.pool.entries, factors)
@@ -348,7 +368,11 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
                "strategy": req.strategy}
     retrieval_id = new_id(run.now)
     items, logged = [], []
-    for rank, f in enumerate(fitted, start=1):
+    for rank, r in enumerate(rules, start=1):
+        items.append(rule_item(r.item, rank, r.tokens, r.text))
+        logged.append({"id": r.item.entry.id, "kind": "entry", "rank": rank,
+                       "score": round(r.item.weight, 6), "factors": {}, "context": context})
+    for rank, f in enumerate(fitted, start=len(rules) + 1):
         c = f.item
         items.append(_item(c, rank, scores[c.id], factors[c.id], f.text, f.tokens, f.truncated,
                            run.ranks.get(c.id, {}) if req.explain else None))
@@ -361,8 +385,11 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
         pool_factors=tuple(factors.values()))
     result: dict[str, Any] = {
         "retrieval_id": retrieval_id, "mode": req.mode, "items": items,
-        "tokens": sum(f.tokens for f in fitted), "max_tokens": req.max_tokens,
+        "tokens": sum(f.tokens for f in fitted) + sum(f.tokens for f in rules),
+        "max_tokens": req.max_tokens,
     }
+    if run.advice is not None:
+        result["situation"] = run.advice.situation
     if req.explain:
         result["trace"] = {
             "backends": {name: len(ids) for name, ids in run.pool.lists.items()
@@ -388,19 +415,24 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
             lambda i: nodes[i].text if i in nodes else i,
             lambda i: nodes[i].time if i in nodes else None,
             {f.item.id: scores[f.item.id] for f in fitted},
-            {f.item.id: f.text for f in fitted})
+            {f.item.id: f.text for f in fitted},
+            preface=() if run.advice is None else rules_section(
+                run.advice.situation, [f.item for f in rules],
+                {f.item.entry.id: f.text for f in rules}))
     run.lap("respond", started)
     return result
 
 
-def retrieve(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the pipeline for untrusted ``params`` (API.md ``retrieve``); see the module doc."""
+def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = None
+             ) -> dict[str, Any]:
+    """Run the pipeline for untrusted ``params`` (API.md ``retrieve``); see the module doc.
+    ``advice``: the rules that apply to the caller's situation, served first."""
     started = time.perf_counter()
     req = parse_request(params, ctx.config.retrieval)
     now = ctx.now()
     if req.event_id is not None:
         require_event(ctx, req.event_id, req.at)
-    run = _Run(req, now, now if req.at is None else req.at)
+    run = _Run(req, now, now if req.at is None else req.at, advice=advice)
     _gather(ctx, run)
     _rank(ctx, run)
     result = _respond(ctx, run)

@@ -70,14 +70,18 @@ def context_block(
     get_time: Callable[[str], int | None] | None = None,
     scores: Mapping[str, float] | None = None,
     texts: Mapping[str, str] | None = None,
+    preface: Sequence[str] = (),
 ) -> str:
     """Seed 000's context block: QUERY, ranked EVIDENCE, CAUSAL CHAIN (oldest first).
 
+    ``preface``: lines that come before all of it (the rules that apply to the caller's
+    situation, ``retrieval.rules.rules_section``), then a blank line.
     ``texts`` overrides an item's content (e.g. the budget's truncated text);
     ``get_text``/``get_time`` give a chain event's text and unix-ms time (the
     chain section is left out without ``get_text`` or without a chain).
     """
-    lines = [f"QUERY: {_line(query)}", "", "EVIDENCE (ranked):"]
+    lines = [*preface, ""] if preface else []
+    lines += [f"QUERY: {_line(query)}", "", "EVIDENCE (ranked):"]
     if not items:
         lines.append("(none)")
     for rank, item in enumerate(items, start=1):

@@ -53,7 +53,11 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("retrieve", "ranked context with factor breakdown and provenance",
                    "{query, k?, max_tokens?, kinds?, categories?, regime?, strategy?, "
                    "min_confidence?, event_id?, entities?, mood?, mode?, at?, format?, "
-                   "explain?}", False, socket_defaults=(("explain", False),)),
+                   "explain?, situation?}", False, socket_defaults=(("explain", False),)),
+        MethodSpec("rules.applicable", "the active rules whose conditions hold for a "
+                   "situation (fields of an action episode), warnings first",
+                   "{situation{tool?, actions?, token_pair?, chain?, regime?, strategy?, "
+                   "metrics?, timestamp?}, categories?, limit?, may_apply?}", False),
         MethodSpec("outcome.report", "how a retrieval's decision turned out",
                    "{retrieval_id, outcome, pnl?, followed_ids?}", True),
         MethodSpec("entry.add", "propose a knowledge entry (through the admission gate)",

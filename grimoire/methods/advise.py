@@ -1,0 +1,179 @@
+"""``rules.applicable``: the active rules whose structured condition holds for the situation
+the agent is in (SPEC §13, decision time), warnings first.
+
+The agent describes the decision in front of it with the fields of an action episode
+(``SITUATION_FIELDS``: its tool or actions, token pair, chain, regime, strategy, metrics,
+and the time). Each active rule's claim condition is checked against those fields by
+``curator.claims.applies`` (the same reading of a condition the curator judges claims
+with), so a situation is matched on what it is, not on how it is worded. A rule whose
+condition needs a field the situation lacks is returned as ``may_apply`` with the fields
+it needs; rules without a structured condition (told ones, causal links) are left to
+``retrieve``'s similarity.
+
+Order: rules that apply before rules that may apply; within each, warnings first; then by
+``weight`` = effective confidence × effect size, where effect size is the claim's
+|effect − baseline| / max(|effect|, |baseline|) (a unit-free relative difference in
+[0, 1], for outcome rates and metric levels alike); ties by id.
+
+Time: ``timestamp`` is the situation's own time (data time, unix ms): hour-of-day
+conditions are judged on it and confidences decayed to it. Without one, an hour-window
+rule may apply (needs ``timestamp``) and confidences are decayed to the injected clock;
+the wall clock is never read when a timestamp is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from curator.claims.applies import APPLIES, Match, Situation, match_rule, rule_claim
+from curator.lifecycle import derived_from
+from grimoire.context import Context
+from grimoire.decay import effective_confidence
+from grimoire.errors import ValidationError
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, parse_enum
+from grimoire.records.episode import episode_from_params
+from grimoire.retrieval.rules import Advice, AppliedRule
+from grimoire.retrieval.stages.params import MAX_K
+from grimoire.stores.semantic_types import EntryFilter
+
+__all__ = ["DEFAULT_CATEGORIES", "SITUATION_FIELDS", "advice_for", "applicable_rules",
+           "effect_size",
+           "parse_situation", "rules_applicable", "situation_text"]
+
+SITUATION_FIELDS = ("tool", "actions", "token_pair", "chain", "regime", "strategy", "metrics",
+                    "timestamp")
+DEFAULT_CATEGORIES = (Category.WARNING, Category.HEURISTIC)
+MAX_LIMIT = 100
+
+
+def parse_situation(value: object, field: str = "situation") -> Situation:
+    """Validate a situation; a bad field raises ValidationError naming it
+    (``situation.regime``), an unknown one names the fields a situation has."""
+    if not isinstance(value, Mapping):
+        raise ValidationError("must be an object with the fields of an action episode: "
+                              + ", ".join(SITUATION_FIELDS), field=field)
+    unknown = sorted(str(k) for k in value if k not in SITUATION_FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown field(s) {', '.join(unknown)}; a situation has "
+                              + ", ".join(SITUATION_FIELDS), field=field)
+    given = {k: v for k, v in value.items() if v is not None}
+    if not given:
+        raise ValidationError("give at least one of " + ", ".join(SITUATION_FIELDS),
+                              field=field)
+    try:
+        episode = episode_from_params({**given, "text": "situation", "type": "action"},
+                                      id="situation", now_ms=0)
+    except ValidationError as exc:
+        message = str(exc)
+        if exc.field and message.startswith(f"{exc.field}: "):
+            message = message[len(exc.field) + 2:]
+        raise ValidationError(message, field=f"{field}.{exc.field}" if exc.field else field
+                              ) from None
+    if "actions" in given and not all(episode.actions):
+        raise ValidationError("must be a list of non-empty strings", field=f"{field}.actions")
+    return Situation.of(episode, given)
+
+
+def situation_text(situation: Situation) -> str:
+    """The situation in a few words ("swap on WETH/USDC · regime high_vol"): the query
+    ``retrieve`` embeds when it is given no text, and the context block's heading."""
+    e, given = situation.episode, situation.given
+    parts: list[str] = []
+    if e.actions:
+        parts.append(" ".join(e.actions))
+    if "tool" in given:
+        parts.append(f"with {e.tool}")
+    if "token_pair" in given:
+        parts.append(f"on {e.token_pair}")
+    if "chain" in given:
+        parts.append(f"on chain {e.chain}")
+    if "regime" in given and e.regime is not None:
+        parts.append(f"regime {e.regime.value}")
+    if "strategy" in given:
+        parts.append(f"strategy {e.strategy}")
+    parts.extend(f"{name} {value:g}" for name, value in sorted(e.metrics.items()))
+    if "timestamp" in given:
+        moment = datetime.fromtimestamp(e.timestamp / 1000, tz=UTC)
+        parts.append(f"at {moment.strftime('%Y-%m-%d %H:%M UTC')}")
+    return " · ".join(parts)
+
+
+def effect_size(claim: Claim) -> float:
+    """|effect − baseline| / max(|effect|, |baseline|): 0 (no difference) to 1."""
+    scale = max(abs(claim.effect), abs(claim.baseline))
+    return 0.0 if scale == 0.0 else min(1.0, abs(claim.effect - claim.baseline) / scale)
+
+
+def _categories(value: object) -> tuple[Category, ...]:
+    if value is None:
+        return DEFAULT_CATEGORIES
+    if not isinstance(value, list | tuple) or not value:
+        raise ValidationError("must be a non-empty list of categories", field="categories")
+    return tuple(dict.fromkeys(parse_enum(Category, v, "categories") for v in value))
+
+
+def _applied(rule: GrimoireEntry, parent: GrimoireEntry | None, found: Match, now: int,
+             ctx: Context) -> AppliedRule:
+    claim = rule_claim(rule, parent)
+    assert claim is not None  # match_rule found a condition, so the rule has a claim
+    confidence = effective_confidence(rule, now, ctx.config.decay)
+    size = effect_size(claim)
+    return AppliedRule(rule, found.match, found.missing, found.condition, claim, confidence,
+                       size, confidence * size, derived_from(rule))
+
+
+def applicable_rules(ctx: Context, situation: Situation,
+                     categories: Sequence[Category] = DEFAULT_CATEGORIES, *,
+                     limit: int = 10, may_apply: bool = True) -> list[AppliedRule]:
+    """The active rules of ``categories`` that apply (or may apply) to ``situation``, in
+    the module's order, at most ``limit``."""
+    rules = ctx.semantic.list_entries(
+        EntryFilter(statuses=(EntryStatus.ACTIVE,), categories=tuple(categories)), limit=None)
+    now = situation.episode.timestamp if "timestamp" in situation.given else ctx.now()
+    parents: dict[str, GrimoireEntry | None] = {}
+    found: list[AppliedRule] = []
+    for rule in rules:
+        parent_id = derived_from(rule) if rule.claim is None else None
+        if parent_id is not None and parent_id not in parents:
+            parents[parent_id] = ctx.semantic.get_entry(parent_id)
+        parent = parents.get(parent_id) if parent_id is not None else None
+        match = match_rule(situation, rule, parent)
+        if match is None or (match.match != APPLIES and not may_apply):
+            continue
+        found.append(_applied(rule, parent, match, now, ctx))
+    found.sort(key=lambda r: (r.match != APPLIES, r.entry.category is not Category.WARNING,
+                              -r.weight, r.entry.id))
+    return found[:limit]
+
+
+def rules_applicable(ctx: Context, situation: object, *, categories: object = None,
+                     limit: object = 10, may_apply: object = True) -> dict[str, Any]:
+    """The ``rules.applicable`` method: validate, match, answer."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError(f"must be an integer in [1, {MAX_LIMIT}]", field="limit")
+    if not isinstance(may_apply, bool):
+        raise ValidationError("must be true or false", field="may_apply")
+    cats = _categories(categories)
+    sit = parse_situation(situation)
+    found = applicable_rules(ctx, sit, cats, limit=limit, may_apply=may_apply)
+    return {"situation": situation_text(sit), "given": sorted(sit.given),
+            "rules": [r.to_dict() for r in found],
+            "applies": sum(1 for r in found if r.match == APPLIES),
+            "may_apply": sum(1 for r in found if r.match != APPLIES)}
+
+
+def advice_for(ctx: Context, params: Mapping[str, Any]
+               ) -> tuple[Advice, dict[str, Any]]:
+    """For ``retrieve`` with a ``situation``: the rules to serve first, and the other params
+    (the situation in words as the query when none is given; its regime as the query's
+    regime, which ranks, when none is given)."""
+    rest = {k: v for k, v in params.items() if k != "situation"}
+    sit = parse_situation(params["situation"])
+    text = situation_text(sit)
+    rest.setdefault("query", text)
+    if "regime" in sit.given and sit.episode.regime is not None:
+        rest.setdefault("regime", sit.episode.regime.value)
+    rules = applicable_rules(ctx, sit, limit=MAX_K)
+    return Advice(text, tuple(rules)), rest

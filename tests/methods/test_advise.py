@@ -1,0 +1,140 @@
+"""``rules.applicable``: the active rules whose structured condition holds for a situation
+given as the fields of an action episode, warnings first (issue 24 part 1).
+
+A real Grimoire in tmp_path holding rules as the curator stores them
+(``advise_support.fill_rules``); the situation is matched on its fields, not on words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.errors import ValidationError
+from grimoire.service.api import dispatch
+from tests.curator.test_curator_support import grimoire_at, hour
+from tests.methods.advise_support import SWAP_HIGH_VOL, Rules, fill_rules
+
+
+@pytest.fixture
+def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
+    yield from grimoire_at(tmp_path, clock)
+
+
+@pytest.fixture
+def rules(g: Grimoire) -> Rules:
+    return fill_rules(g)
+
+
+def _found(out: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    return [(r["id"], r["match"], r["missing"]) for r in out["rules"]]
+
+
+def test_swap_in_high_vol_as_fields_gets_the_high_vol_swap_warnings_first(
+        g: Grimoire, rules: Rules) -> None:
+    out = g.rules_applicable(situation=SWAP_HIGH_VOL)
+    assert _found(out) == [
+        (rules.slippage_warning, "applies", []),  # global: holds for every strategy
+        (rules.swap_warning, "may_apply", ["strategy"]),  # eth-dca's: no strategy given
+        (rules.night_heuristic, "may_apply", ["timestamp"]),  # hours 02-04: no time given
+    ]
+    assert (out["applies"], out["may_apply"]) == (1, 2)
+    first = out["rules"][0]
+    assert first["condition"] == {"regime": "high_vol", "action": "swap"}
+    assert first["derived_from"] is not None and first["target"] == "metric:slippage_bps"
+    assert first["effect_size"] == pytest.approx((21 - 14) / 21, abs=1e-6)
+    assert first["weight"] == pytest.approx(first["confidence"] * first["effect_size"],
+                                            abs=1e-5)
+    # Neither the rule told in words only, nor the candidate, nor another action's rule.
+    ids = {r["id"] for r in out["rules"]}
+    assert not ids & {rules.told_warning, rules.candidate_warning, rules.lp_warning}
+
+
+def test_the_strategy_that_owns_a_rule_gets_it_and_another_strategy_does_not(
+        g: Grimoire, rules: Rules) -> None:
+    mine = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"},
+                              may_apply=False)
+    # Both apply; the higher weight first (0.85 x 0.32 against 0.9 x 0.33: close, so check)
+    assert {r["id"] for r in mine["rules"]} == {rules.slippage_warning, rules.swap_warning}
+    weights = [r["weight"] for r in mine["rules"]]
+    assert weights == sorted(weights, reverse=True)
+    other = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "weth-usdc-lp"},
+                               may_apply=False)
+    assert _found(other) == [(rules.slippage_warning, "applies", [])]
+
+
+def test_warnings_come_before_heuristics_that_apply(g: Grimoire, rules: Rules) -> None:
+    out = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca",
+                                        "timestamp": hour(3, day=2)})
+    assert [(r["category"], r["match"]) for r in out["rules"]] == [
+        ("warning", "applies"), ("warning", "applies"), ("heuristic", "applies")]
+    assert out["rules"][2]["id"] == rules.night_heuristic
+
+
+def test_the_situation_time_not_the_clock_decides_an_hour_window(
+        g: Grimoire, rules: Rules, clock: FrozenClock) -> None:
+    clock.set(hour(3))  # the injected clock says 03:00: it must not matter
+    at_noon = g.rules_applicable(situation={"actions": ["swap"], "timestamp": hour(12)})
+    assert rules.night_heuristic not in {r["id"] for r in at_noon["rules"]}
+    at_three = g.rules_applicable(situation={"actions": ["swap"], "timestamp": hour(3.5)})
+    assert (rules.night_heuristic, "applies", []) in _found(at_three)
+
+
+def test_a_situation_lacking_a_needed_field_gets_may_apply(g: Grimoire, rules: Rules) -> None:
+    out = g.rules_applicable(situation={"regime": "high_vol"})
+    found = {r["id"]: r["missing"] for r in out["rules"]}
+    assert found[rules.slippage_warning] == ["action"]
+    assert found[rules.swap_warning] == ["action", "strategy", "token_pair"]
+    assert all(r["match"] == "may_apply" for r in out["rules"])
+    assert g.rules_applicable(situation={"regime": "high_vol"}, may_apply=False)["rules"] == []
+
+
+def test_a_neutral_situation_gets_nothing(g: Grimoire, rules: Rules) -> None:
+    out = g.rules_applicable(situation={"actions": ["lp_add"], "token_pair": "WETH/USDC",
+                                        "regime": "sideways", "strategy": "eth-dca",
+                                        "timestamp": hour(12)})
+    assert out["rules"] == [] and out["applies"] == out["may_apply"] == 0
+
+
+def test_a_tool_alone_names_the_action_as_the_curator_reads_it(g: Grimoire,
+                                                               rules: Rules) -> None:
+    out = g.rules_applicable(situation={"tool": "lp_add", "regime": "low_vol"})
+    assert _found(out) == [(rules.lp_warning, "applies", [])]
+
+
+def test_insights_are_asked_for(g: Grimoire, rules: Rules) -> None:
+    out = g.rules_applicable(situation=SWAP_HIGH_VOL, categories=["insight"])
+    assert [(r["category"], r["target"], r["match"]) for r in out["rules"]] == [
+        ("insight", "metric:slippage_bps", "applies"),
+        ("insight", "metric:gas_gwei", "may_apply")]
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"situation": {"action": "swap"}}, "situation"),  # a typo: actions
+    ({"situation": {"regime": "stormy"}}, "situation.regime"),
+    ({"situation": {"regime": 5}}, "situation.regime"),
+    ({"situation": {"token_pair": ["WETH", "USDC"]}}, "situation.token_pair"),
+    ({"situation": {"metrics": {"gas_gwei": "high"}}}, "situation.metrics.gas_gwei"),
+    ({"situation": {"actions": "swap"}}, "situation.actions"),
+    ({"situation": {"timestamp": "noon"}}, "situation.timestamp"),
+    ({"situation": {}}, "situation"),
+    ({"situation": "swap in high_vol"}, "situation"),
+    ({"situation": {"regime": "high_vol"}, "limit": 0}, "limit"),
+    ({"situation": {"regime": "high_vol"}, "categories": ["rumour"]}, "categories"),
+    ({"situation": {"regime": "high_vol"}, "may_apply": "yes"}, "may_apply"),
+])
+def test_bad_input_names_the_field(g: Grimoire, params: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        dispatch(g, "rules.applicable", params)
+    assert err.value.field == field, str(err.value)
+
+
+def test_an_unknown_field_is_named_with_the_fields_a_situation_has(g: Grimoire) -> None:
+    with pytest.raises(ValidationError, match=r"unknown field\(s\) action; a situation has "
+                       r"tool, actions, token_pair"):
+        g.rules_applicable(situation={"action": "swap"})
