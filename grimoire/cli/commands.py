@@ -153,6 +153,52 @@ def register_retrieve(sub: Sub) -> None:
     retrieve.set_defaults(handler=method_command(request))
 
 
+def register_advise(sub: Sub) -> None:
+    adv = sub.add_parser(
+        "advise", help="the rules that apply to a situation, warnings first",
+        description="The active rules whose conditions hold for the situation described by "
+        "these fields (those of an action episode), warnings first, then by confidence x "
+        "effect size; a rule that needs a field not given is listed as 'may apply'. "
+        "API method rules.applicable.")
+    common(adv)
+    adv.add_argument("--action", action="append", default=[], metavar="NAME",
+                     help="what the agent is about to do (swap), repeatable")
+    adv.add_argument("--tool", help="the tool it would use (uniswap_v3)")
+    adv.add_argument("--pair", dest="token_pair", metavar="PAIR", help="token pair (WETH/USDC)")
+    adv.add_argument("--chain", help="chain (ethereum)")
+    adv.add_argument("--regime", help="market regime (high_vol)")
+    adv.add_argument("--strategy", help="strategy name")
+    adv.add_argument("--metric", action="append", default=[], metavar="NAME=NUMBER",
+                     help="a metric as it is now, repeatable (gas_gwei=31)")
+    adv.add_argument("--time", dest="timestamp", metavar="MS",
+                     help="the situation's time, unix ms (for hour-of-day rules)")
+    adv.add_argument("--category", action="append", default=[],
+                     help="warning | heuristic | insight, repeatable (default: warning and "
+                     "heuristic)")
+    adv.add_argument("--limit", type=int, default=10, help="rules at most (1-100)")
+    adv.add_argument("--applies-only", action="store_true",
+                     help="leave out the rules that only may apply")
+
+    def request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+        situation: dict[str, Any] = {k: getattr(args, k) for k in
+                                     ("tool", "token_pair", "chain", "regime", "strategy")
+                                     if getattr(args, k)}
+        if args.action:
+            situation["actions"] = args.action
+        if args.metric:
+            situation["metrics"] = _metrics(args.metric)
+        if args.timestamp is not None:
+            situation["timestamp"] = _number(args.timestamp, "time")
+        params: dict[str, Any] = {"situation": situation, "limit": args.limit}
+        if args.category:
+            params["categories"] = args.category
+        if args.applies_only:
+            params["may_apply"] = False
+        return "rules.applicable", params
+
+    adv.set_defaults(handler=method_command(request))
+
+
 def register_owner(sub: Sub) -> None:
     pb = sub.add_parser("playbook", help="print PLAYBOOK.md",
                         description="Print PLAYBOOK.md (from the daemon, else from disk).")
@@ -348,7 +394,8 @@ def register_portable(sub: Sub) -> None:
 
 # The one list of subcommands, in --help order.
 COMMANDS: list[Callable[[Sub], None]] = [
-    register_run, register_status, register_write, register_retrieve, register_owner,
+    register_run, register_status, register_write, register_retrieve, register_advise,
+    register_owner,
     register_entry, register_kg, register_call, register_report, register_portable,
     register_config,
 ]

@@ -84,6 +84,22 @@ def _retrieve(r: Mapping[str, Any]) -> str:
                    if rows else "")
 
 
+def _rules(r: Mapping[str, Any]) -> str:
+    """``rules.applicable``: each rule on its own line, why it applies under it."""
+    rules = r.get("rules") or []
+    out = [f"{r.get('applies', 0)} rule(s) apply and {r.get('may_apply', 0)} may apply to: "
+           f"{r.get('situation', '')}"]
+    for rank, rule in enumerate(rules, start=1):
+        match = ("applies" if rule.get("match") == "applies"
+                 else f"may apply, needs {', '.join(rule.get('missing') or [])}")
+        out.append(f"{rank}. {rule.get('category')} {str(rule.get('id', ''))[:13]} · {match} · "
+                   f"conf {rule.get('confidence', 0):.2f} · weight {rule.get('weight', 0):.2f}")
+        out.append(f"   {_clip(rule.get('content', ''), 150)}")
+    if not rules:
+        out.append("(no active rule's condition holds here; grimoire retrieve searches by words)")
+    return "\n".join(out)
+
+
 def _entries(r: Mapping[str, Any]) -> str:
     items = r.get("entries") or []
     rows = [[str(e.get("id", ""))[:13], str(e.get("category", "")), str(e.get("status", "")),
@@ -124,6 +140,7 @@ VIEWS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "health": lambda r: (f"ok: grimoire {r.get('version')}, tick {r.get('tick')}, "
                          f"up {r.get('uptime_s')} s"),
     "retrieve": _retrieve,
+    "rules.applicable": _rules,
     "entry.list": _entries,
     "entry.explain": _text("text"),
     "playbook.get": _text("markdown"),
