@@ -5,7 +5,7 @@ the SDK's stdio transport diverts fd 1 to stderr while it serves, and this
 module sends Grimoire's own log lines to stderr too. Every tool call goes to
 the daemon's socket when a daemon listens there (a connection per call: the
 daemon may restart under it). When none listens, the read tools (``query``,
-``retrieve``, ``playbook``, ``explain``, ``kg_query``) are served from a
+``retrieve``, ``advise``, ``playbook``, ``explain``, ``kg_query``) are served from a
 read-only open of the data directory (``Grimoire.open(read_only=True)``: no
 lock, nothing written, retrievals not logged), reopened when the episode store
 has changed on disk since; the write tools (``add_event``, ``report_outcome``,
@@ -20,9 +20,10 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import structlog
+from pydantic import Field
 
 from grimoire import __version__
 from grimoire.config import Config
@@ -80,7 +81,8 @@ class DirectoryCaller:
             raise ToolError(
                 f"{method} changes the memory and needs the Grimoire daemon, but none is "
                 f"listening on {self._socket}: start one with `grimoire run --data {data}`. "
-                "The read tools (query, retrieve, playbook, explain, kg_query) work without it.")
+                "The read tools (query, retrieve, advise, playbook, explain, kg_query) work "
+                "without it.")
         if not has_data(self._config):
             raise ToolError(f"no Grimoire daemon is listening on {self._socket} and {data} "
                             "holds no Grimoire data: start one with `grimoire run` (the MCP "
@@ -147,10 +149,12 @@ def _given(params: dict[str, Any], **optional: Any) -> dict[str, Any]:
 
 def build_server(call: tools.Call) -> Any:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name="grimoire", version=__version__,
                        instructions="Grimoire is this agent's long-term memory: record events "
-                       "with add_event, ask query before deciding, report_outcome afterwards.")
+                       "with add_event, ask advise (the rules for your situation) and query "
+                       "before deciding, report_outcome afterwards.")
 
     @server.tool(description="Record an event (the effect) in memory, optionally with its "
                  "cause as text or as the id of an earlier event; the link is stored too.")
@@ -166,12 +170,53 @@ def build_server(call: tools.Call) -> Any:
         return tools.query_narrative(call, question, k)
 
     @server.tool(description="Ranked memory items for a query, each with its score, factor "
-                 "breakdown and provenance; keep retrieval_id for report_outcome.")
+                 "breakdown and provenance; keep retrieval_id for report_outcome. With a "
+                 "situation, the rules that apply to it come first (see advise).")
     @_tool_errors
-    def retrieve(query: str, k: int = 10, max_tokens: int | None = None,
-                 mode: str = "deciding") -> dict[str, Any]:
+    def retrieve(
+        query: Annotated[str | None, Field(
+            description="what you are about to decide, in words (optional with a "
+            "situation)")] = None,
+        k: Annotated[int, Field(description="items at most")] = 10,
+        max_tokens: Annotated[int | None, Field(description="token budget")] = None,
+        mode: Annotated[str, Field(description="deciding | browse | auto")] = "deciding",
+        situation: Annotated[dict[str, Any] | None, Field(
+            description="the decision as the fields of an action episode: actions, tool, "
+            "token_pair, chain, regime, strategy, metrics, timestamp")] = None,
+    ) -> dict[str, Any]:
+        if query is None and situation is None:
+            raise ToolError("give a query, a situation, or both")
         out: dict[str, Any] = call("retrieve", _given(
-            {"query": query, "k": k, "mode": mode, "explain": True}, max_tokens=max_tokens))
+            {"k": k, "mode": mode, "explain": True}, query=query, max_tokens=max_tokens,
+            situation=situation))
+        return out
+
+    @server.tool(description="Before acting: the learned rules whose conditions hold for "
+                 "the situation you are in, warnings first (by confidence x effect size). "
+                 "Describe the decision with the fields you know; a rule that needs a field "
+                 "you did not give is listed as may_apply with the fields it needs.")
+    @_tool_errors
+    def advise(
+        actions: Annotated[list[str] | None, Field(
+            description="what you are about to do, e.g. [\"swap\"]")] = None,
+        tool: Annotated[str | None, Field(description="the tool, e.g. uniswap_v3")] = None,
+        token_pair: Annotated[str | None, Field(description="e.g. WETH/USDC")] = None,
+        chain: Annotated[str | None, Field(description="e.g. ethereum")] = None,
+        regime: Annotated[str | None, Field(
+            description="market regime: bull, bear, sideways, high_vol, low_vol, crisis")
+        ] = None,
+        strategy: Annotated[str | None, Field(description="your strategy's name")] = None,
+        metrics: Annotated[dict[str, float] | None, Field(
+            description="metrics as they are now, e.g. {\"gas_gwei\": 31}")] = None,
+        timestamp: Annotated[int | None, Field(
+            description="the situation's time in unix ms (for hour-of-day rules)")] = None,
+        limit: Annotated[int, Field(description="rules at most (1-100)")] = 10,
+    ) -> dict[str, Any]:
+        situation = _given({}, actions=actions, tool=tool, token_pair=token_pair, chain=chain,
+                           regime=regime, strategy=strategy, metrics=metrics,
+                           timestamp=timestamp)
+        out: dict[str, Any] = call("rules.applicable", {"situation": situation,
+                                                        "limit": limit})
         return out
 
     @server.tool(description="Tell memory how a decision taken after a retrieval turned out "

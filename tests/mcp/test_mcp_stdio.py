@@ -23,7 +23,7 @@ from tests.service.daemon_support import (
     wait_ready,
 )
 
-TOOLS = {"add_event", "query", "retrieve", "report_outcome", "playbook", "explain",
+TOOLS = {"add_event", "query", "retrieve", "advise", "report_outcome", "playbook", "explain",
          "kg_assert", "kg_query"}
 
 
