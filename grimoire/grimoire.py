@@ -362,11 +362,13 @@ class Grimoire:
         return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
 
     def entry_list(self, category: str | None = None, status: str | None = None,
-                   strategy: str | None = None, limit: int = 100) -> dict[str, Any]:
+                   strategy: str | None = None, limit: int = 100,
+                   kind: str = "knowledge") -> dict[str, Any]:
+        """Entries; the curator's L1/L2 summaries only when asked for (``kind``)."""
         from grimoire.methods.entry import list_entries
 
         return list_entries(self._ctx, category=category, status=status, strategy=strategy,
-                            limit=limit)
+                            limit=limit, kind=kind)
 
     def entry_explain(self, id: str) -> dict[str, Any]:
         from curator.api import explain_entry

@@ -242,9 +242,11 @@ def register_entry(sub: Sub) -> None:
     ls.add_argument("--status", help="candidate | active | demoted | archived | quarantined")
     ls.add_argument("--strategy", help="strategy name")
     ls.add_argument("--limit", type=int, default=100, help="entries at most (1-1000)")
+    ls.add_argument("--kind", help="knowledge (default: rules, insights, causal links) | "
+                    "summary (the curator's L1/L2 summaries) | summary:l1 | summary:l2 | all")
 
     def list_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-        params = {k: getattr(args, k) for k in ("category", "status", "strategy")
+        params = {k: getattr(args, k) for k in ("category", "status", "strategy", "kind")
                   if getattr(args, k)}
         return "entry.list", {**params, "limit": args.limit}
 

@@ -104,7 +104,10 @@ def _entries(r: Mapping[str, Any]) -> str:
     items = r.get("entries") or []
     rows = [[str(e.get("id", ""))[:13], str(e.get("category", "")), str(e.get("status", "")),
              f"{e.get('confidence', 0):.2f}", _clip(e.get("content", ""), 70)] for e in items]
-    return f"{len(items)} entr{'y' if len(items) == 1 else 'ies'}" + (
+    kind = r.get("kind", "knowledge")
+    head = f"{len(items)} entr{'y' if len(items) == 1 else 'ies'}" + (
+        " (L1/L2 summaries: --kind summary)" if kind == "knowledge" else f" of kind {kind}")
+    return head + (
         "\n" + _table(rows, ["id", "category", "status", "conf", "content"]) if rows else "")
 
 

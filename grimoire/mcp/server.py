@@ -166,8 +166,11 @@ def build_server(call: tools.Call) -> Any:
     @server.tool(description="Ask memory about a situation: a narrative of what led here "
                  "(causal chain, oldest first) and the most relevant knowledge.")
     @_tool_errors
-    def query(question: str, k: int = 5) -> dict[str, Any]:
-        return tools.query_narrative(call, question, k)
+    def query(question: str, k: int = 5,
+              summaries: Annotated[bool, Field(
+                  description="include the curator's L1/L2 episode summaries")] = False,
+              ) -> dict[str, Any]:
+        return tools.query_narrative(call, question, k, summaries)
 
     @server.tool(description="Ranked memory items for a query, each with its score, factor "
                  "breakdown and provenance; keep retrieval_id for report_outcome. With a "
@@ -183,12 +186,14 @@ def build_server(call: tools.Call) -> Any:
         situation: Annotated[dict[str, Any] | None, Field(
             description="the decision as the fields of an action episode: actions, tool, "
             "token_pair, chain, regime, strategy, metrics, timestamp")] = None,
+        summaries: Annotated[bool, Field(
+            description="include the curator's L1/L2 episode summaries")] = False,
     ) -> dict[str, Any]:
         if query is None and situation is None:
             raise ToolError("give a query, a situation, or both")
         out: dict[str, Any] = call("retrieve", _given(
-            {"k": k, "mode": mode, "explain": True}, query=query, max_tokens=max_tokens,
-            situation=situation))
+            {"k": k, "mode": mode, "explain": True, "summaries": summaries}, query=query,
+            max_tokens=max_tokens, situation=situation))
         return out
 
     @server.tool(description="Before acting: the learned rules whose conditions hold for "

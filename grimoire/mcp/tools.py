@@ -41,10 +41,13 @@ def add_event(call: Call, effect: str, cause: str | None = None, cause_id: str |
     return out
 
 
-def query_narrative(call: Call, question: str, k: int = 5) -> dict[str, Any]:
+def query_narrative(call: Call, question: str, k: int = 5, summaries: bool = False
+                    ) -> dict[str, Any]:
     """Retrieve for ``question`` and tell it as a story: the causal chain oldest first,
-    then the most relevant knowledge and episodes."""
-    found = call("retrieve", {"query": question, "k": k, "mode": "browse"})
+    then the most relevant knowledge and episodes (the curator's L1/L2 summaries only
+    when ``summaries`` asks for them)."""
+    found = call("retrieve", {"query": question, "k": k, "mode": "browse",
+                              "summaries": summaries})
     chain = call("causal.chain", {"query": question})
     lines: list[str] = []
     steps = chain.get("chain") or []

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from curator.cycle.transitions import SUMMARY_TAG, is_summary
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
@@ -32,7 +33,7 @@ from grimoire.records.text import require_unicode
 from grimoire.retrieval.stages.mentions import index_new_entries
 from grimoire.stores.semantic.types import EntryFilter
 
-__all__ = ["add_entry", "get_entry", "list_entries", "proposal_from_params"]
+__all__ = ["ENTRY_KINDS", "add_entry", "get_entry", "list_entries", "proposal_from_params"]
 
 
 def _str_list(value: object, field: str, limit: int = 200) -> tuple[str, ...]:
@@ -147,17 +148,43 @@ def get_entry(ctx: Context, id: str) -> dict[str, Any]:
     return data
 
 
+#: ``entry.list``'s kinds: ``knowledge`` (the default: rules, insights, causal links and
+#: everything else but the curator's L1/L2 summaries), the summaries (``summary``, or one
+#: level: ``summary:l1`` / ``summary:l2``, the tags they carry), or ``all``.
+ENTRY_KINDS = ("knowledge", SUMMARY_TAG, f"{SUMMARY_TAG}:l1", f"{SUMMARY_TAG}:l2", "all")
+_PAGE = 200
+
+
+def _of_kind(entry: GrimoireEntry, kind: str) -> bool:
+    if kind == "all":
+        return True
+    if kind == "knowledge":
+        return not is_summary(entry)
+    return kind in entry.tags
+
+
 def list_entries(ctx: Context, *, category: str | None, status: str | None,
-                 strategy: str | None, limit: int) -> dict[str, Any]:
+                 strategy: str | None, limit: int, kind: str = "knowledge") -> dict[str, Any]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise ValidationError("must be an integer in [1, 1000]", field="limit")
+    if kind not in ENTRY_KINDS:
+        raise ValidationError(f"{kind!r} is not one of: {', '.join(ENTRY_KINDS)}",
+                              field="kind")
     filters = EntryFilter(
         categories=None if category is None else (parse_enum(Category, category, "category"),),
         statuses=None if status is None else (parse_enum(EntryStatus, status, "status"),),
         strategies=None if strategy is None else (strategy,),
     )
     now = ctx.now()
-    entries: Sequence[GrimoireEntry] = ctx.semantic.list_entries(filters, limit=limit)
-    return {"entries": [
+    entries: list[GrimoireEntry] = []
+    offset = 0
+    while len(entries) < limit:  # the store's order, pages read until enough of the kind
+        page: Sequence[GrimoireEntry] = ctx.semantic.list_entries(
+            filters, limit=limit if kind == "all" else max(limit, _PAGE), offset=offset)
+        entries.extend(e for e in page if _of_kind(e, kind))
+        offset += len(page)
+        if kind == "all" or len(page) < max(limit, _PAGE):
+            break
+    return {"kind": kind, "entries": [
         {**e.to_dict(), "effective_confidence": round(
-            effective_confidence(e, now, ctx.config.decay), 4)} for e in entries]}
+            effective_confidence(e, now, ctx.config.decay), 4)} for e in entries[:limit]]}

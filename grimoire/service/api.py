@@ -53,7 +53,8 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("retrieve", "ranked context with factor breakdown and provenance",
                    "{query, k?, max_tokens?, kinds?, categories?, regime?, strategy?, "
                    "min_confidence?, event_id?, entities?, mood?, mode?, at?, format?, "
-                   "explain?, situation?}", False, socket_defaults=(("explain", False),)),
+                   "explain?, situation?, summaries?}", False,
+                   socket_defaults=(("explain", False),)),
         MethodSpec("rules.applicable", "the active rules whose conditions hold for a "
                    "situation (fields of an action episode), warnings first",
                    "{situation{tool?, actions?, token_pair?, chain?, regime?, strategy?, "
@@ -64,8 +65,10 @@ METHODS: dict[str, MethodSpec] = {
                    "{category, content, provenance?, confidence?, decay_class?, tags?, "
                    "strategy?, regime?, source?, parent_episode_ids?}", True),
         MethodSpec("entry.get", "one entry (archived ones too)", "{id}", False),
-        MethodSpec("entry.list", "entries by category / status / strategy",
-                   "{category?, status?, strategy?, limit?}", False),
+        MethodSpec("entry.list", "entries by category / status / strategy; L1/L2 "
+                   "summaries only when kind asks for them",
+                   "{category?, status?, strategy?, limit?, kind?=\"knowledge\"|\"summary\"|"
+                   "\"summary:l1\"|\"summary:l2\"|\"all\"}", False),
         MethodSpec("entry.explain", "an entry's history: votes, decay, promotions, provenance",
                    "{id}", False),
         MethodSpec("kg.assert", "assert a fact in the knowledge graph",

@@ -227,7 +227,7 @@ def test_l1_each_cycle_l2_when_due_and_mus_pruning(tmp_path: Path, clock: Frozen
         first = hierarchical_summaries(cy)
         finish_cycle(cy)
         assert first["l1"] == 1 and first["l2"] == 0
-        l1 = next(e for e in g.entry_list(category="insight")["entries"]
+        l1 = next(e for e in g.entry_list(category="insight", kind="summary")["entries"]
                   if "summary:l1" in e["tags"])
         assert l1["tags"][:2] == ["summary", "summary:l1"] and l1["decay_class"] == "tactical"
         assert l1["provenance"] == "self_learned" and len(l1["parent_episode_ids"]) == 6
@@ -238,7 +238,7 @@ def test_l1_each_cycle_l2_when_due_and_mus_pruning(tmp_path: Path, clock: Frozen
         second = hierarchical_summaries(cy)
         finish_cycle(cy)
         assert second["l1"] == 1 and second["l2"] == 1
-        l2 = next(e for e in g.entry_list(category="insight")["entries"]
+        l2 = next(e for e in g.entry_list(category="insight", kind="summary")["entries"]
                   if "summary:l2" in e["tags"])
         assert len(l2["parent_entry_ids"]) == 2 and len(l2["parent_episode_ids"]) == 12
         assert l2["content"].startswith("Chapter of 2 session summaries covering 12 episodes")
@@ -261,7 +261,7 @@ def test_summaries_are_retrievable_with_provenance_and_archived_entries_are_not(
         cy = start_cycle(g)
         assert hierarchical_summaries(cy)["l1"] == 1
         finish_cycle(cy)
-        l1 = next(e for e in g.entry_list(category="insight")["entries"]
+        l1 = next(e for e in g.entry_list(category="insight", kind="summary")["entries"]
                   if "summary:l1" in e["tags"])
         query = {"query": l1["content"], "kinds": ["entry"], "mode": "browse"}
         (item,) = [i for i in g.retrieve(**query)["items"] if i["id"] == l1["id"]]

@@ -1,6 +1,7 @@
 """The MCP ``advise`` tool (and ``retrieve``'s ``situation``) through the SDK's own client
 over stdio, served from the data directory with no daemon running: the rules that apply to
-the situation the model describes, warnings first; every parameter described."""
+the situation the model describes, warnings first; every parameter described. And the
+curator's L1/L2 summaries left out of ``query`` and ``retrieve`` unless asked for."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from grimoire.clock import FrozenClock
-from tests.curator.test_curator_support import open_grimoire
+from grimoire.config import Config
+from grimoire.mcp.server import DirectoryCaller, build_server
+from grimoire.records import Category, EntryStatus
+from tests.curator.test_curator_support import open_grimoire, put
 from tests.mcp.test_mcp_stdio import _data
 from tests.methods.advise_support import SWAP_HIGH_VOL, Rules, fill_rules
 from tests.service.daemon_support import REPO, daemon_env, short_dir
@@ -58,3 +62,33 @@ def test_advise_over_mcp_serves_the_high_vol_swap_warnings_first() -> None:
     assert out["retrieve"]["items"][0]["rule"]["match"] == "applies"
     assert out["bad"].is_error and "situation.regime" in out["bad"].content[0].text
     assert out["empty"].is_error and "a query, a situation" in out["empty"].content[0].text
+
+
+def test_mcp_query_and_retrieve_leave_summaries_out_unless_asked(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with open_grimoire(data, FrozenClock()) as g:
+        rule = put(g, category=Category.WARNING, content="Avoid swaps on WETH/USDC when gas "
+                   "is above 80 gwei: fees eat the gain").id
+        summary = put(g, tags=("summary", "summary:l1"), status=EntryStatus.CANDIDATE,
+                      content="14 episodes of swaps on WETH/USDC: gas 5.9-58 gwei, fees").id
+    caller = DirectoryCaller(Config().replace(**{"data_dir": str(data),
+                                                 "embedding.model": "hash-384"}))
+    server = build_server(caller)
+
+    async def ask(tool: str, args: dict[str, Any]) -> set[str]:
+        found = _data(await server.call_tool(tool, args))
+        return {i["id"] for i in found["items"]}
+
+    async def session() -> dict[str, set[str]]:
+        words = "swaps on WETH/USDC gas fees"
+        return {"query": await ask("query", {"question": words, "k": 10}),
+                "retrieve": await ask("retrieve", {"query": words, "k": 10}),
+                "asked": await ask("retrieve", {"query": words, "k": 10, "summaries": True})}
+
+    try:
+        out = asyncio.run(session())
+    finally:
+        caller.close()
+    assert rule in out["query"] and summary not in out["query"]
+    assert rule in out["retrieve"] and summary not in out["retrieve"]
+    assert {rule, summary} <= out["asked"]

@@ -1,5 +1,6 @@
-"""``grimoire advise``, run as the installed console script in a subprocess: the rules that
-apply to a situation given as flags, read from the data directory (no daemon running)."""
+"""``grimoire advise`` and ``grimoire entry list --kind``, run as the installed console
+script in a subprocess, reading the data directory (no daemon running): the rules that
+apply to a situation given as flags; summaries listed only when asked for."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 from pathlib import Path
 
 from grimoire.clock import FrozenClock
-from tests.curator.test_curator_support import open_grimoire
+from grimoire.records import EntryStatus
+from tests.curator.test_curator_support import open_grimoire, put
 from tests.methods.advise_support import Rules, fill_rules
 from tests.service.test_cli_owner import cli, no_traceback
 
@@ -52,3 +54,18 @@ def test_advise_names_a_bad_field(tmp_path: Path) -> None:
         p = cli("advise", *args, "--data", str(data))
         no_traceback(p)
         assert p.returncode == 1 and f"ValidationError: {field}: " in p.stderr, (args, p.stderr)
+
+
+def test_entry_list_shows_summaries_only_when_asked(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with open_grimoire(data, FrozenClock()) as g:
+        fill_rules(g)
+        put(g, tags=("summary", "summary:l1"), status=EntryStatus.CANDIDATE,
+            content="14 episodes, 2026-01-01 02:04–04:25 UTC: regime high_vol")
+    d = ["--data", str(data)]
+    p = cli("entry", "list", *d)
+    assert p.returncode == 0, p.stderr
+    assert "(L1/L2 summaries: --kind summary)" in p.stdout.splitlines()[0]
+    assert "14 episodes" not in p.stdout and "Avoid swap" in p.stdout
+    p = cli("entry", "list", "--kind", "summary", *d)
+    assert p.stdout.splitlines()[0] == "1 entry of kind summary" and "14 episodes" in p.stdout

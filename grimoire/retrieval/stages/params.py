@@ -26,6 +26,7 @@ FORMATS = ("items", "context")
 PARAMS = frozenset({
     "query", "k", "max_tokens", "kinds", "categories", "regime", "strategy", "min_confidence",
     "event_id", "entities", "mood", "mode", "at", "format", "thread", "actor", "explain",
+    "summaries",
 })
 MAX_QUERY_CHARS = 8_000
 MAX_K = 100
@@ -53,6 +54,8 @@ class RetrieveRequest:
     # The full factor breakdown, backend ranks and trace in the answer; off: each item's
     # factors as plain values (the socket's default: most callers never read the rest)
     explain: bool = True
+    # The curator's L1/L2 summaries among the entries (false: rules, insights, links only)
+    summaries: bool = True
 
 
 def _int(value: object, field: str, low: int, high: int) -> int:
@@ -128,6 +131,9 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
     explain = params.get("explain", True)
     if not isinstance(explain, bool):
         raise ValidationError("must be true or false", field="explain")
+    summaries = params.get("summaries", True)
+    if not isinstance(summaries, bool):
+        raise ValidationError("must be true or false", field="summaries")
     at = params.get("at")
     if at is not None:
         at = _int(at, "at", 0, 2**63 - 1)
@@ -149,4 +155,5 @@ def parse_request(params: Mapping[str, Any], cfg: RetrievalConfig) -> RetrieveRe
         thread=params.get("thread"),
         actor=params.get("actor"),
         explain=explain,
+        summaries=summaries,
     )

@@ -63,8 +63,13 @@ from grimoire.retrieval.temporal import Window
 from grimoire.stores.episodes.store import EpisodeFilter
 from grimoire.stores.semantic.types import EntryFilter
 
+#: The tag of the curator's L1/L2 summaries (``curator.lifecycle.SUMMARY_TAG``; retrieval
+#: does not import the curator).
+SUMMARY_TAG = "summary"
+
 __all__ = [
-    "STOPWORDS", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter", "episode_ok",
+    "STOPWORDS", "SUMMARY_TAG", "Keyword", "Pool", "entry_filter", "entry_ok", "episode_filter",
+    "episode_ok",
     "finish_keyword", "keyword_query", "settle_reads", "start_keyword", "temporal_episodes",
     "vector_entries", "vector_episodes",
 ]
@@ -154,9 +159,12 @@ def episode_filter(req: RetrieveRequest) -> EpisodeFilter | None:
 
 
 def entry_ok(entry: GrimoireEntry, req: RetrieveRequest, flt: EntryFilter) -> bool:
-    """``flt.matches(entry)`` plus ``at``; the filter's sets are built once per filter
-    (``EntryFilter.effective_statuses`` rebuilds a tuple per call: ~0.7 ms a query)."""
+    """``flt.matches(entry)`` plus ``at`` and ``summaries``; the filter's sets are built once
+    per filter (``EntryFilter.effective_statuses`` rebuilds a tuple per call: ~0.7 ms a
+    query)."""
     if req.at is not None and entry.created_at > req.at:
+        return False
+    if not req.summaries and SUMMARY_TAG in entry.tags:
         return False
     statuses, categories, strategies, regimes = _sets(flt)
     return (entry.status in statuses
