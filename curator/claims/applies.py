@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from curator.claims.window import EpisodeWindow, actions_of, condition_mask, term_field
-from curator.derive import rule_actions
-from curator.lifecycle import derived_from
+from curator.cycle.derive import rule_actions
+from curator.cycle.transitions import derived_from
 from grimoire.records import Claim, Episode, GrimoireEntry
 
 __all__ = ["APPLIES", "MAY_APPLY", "Match", "Situation", "match_rule", "rule_claim",
@@ -111,7 +111,7 @@ def match_rule(situation: Situation, rule: GrimoireEntry, parent: GrimoireEntry 
                ) -> Match | None:
     """How ``rule`` stands in ``situation``: applies, may apply, or None (its condition
     fails there, is outside its strategy, or is not structured). ``parent``: the insight a
-    derived rule came from (``curator.lifecycle.derived_from``)."""
+    derived rule came from (``curator.cycle.transitions.derived_from``)."""
     claim = rule_claim(rule, parent)
     if claim is None:
         return None

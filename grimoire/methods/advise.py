@@ -28,15 +28,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from curator.claims.applies import APPLIES, Match, Situation, match_rule, rule_claim
-from curator.lifecycle import derived_from
+from curator.cycle.transitions import derived_from
 from grimoire.context import Context
-from grimoire.decay import effective_confidence
 from grimoire.errors import ValidationError
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, parse_enum
 from grimoire.records.episode import episode_from_params
 from grimoire.retrieval.rules import Advice, AppliedRule
 from grimoire.retrieval.stages.params import MAX_K
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["DEFAULT_CATEGORIES", "SITUATION_FIELDS", "advice_for", "applicable_rules",
            "effect_size",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curator.lifecycle import SUMMARY_TAG
+from curator.cycle.transitions import SUMMARY_TAG
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import ValidationError

@@ -63,7 +63,7 @@ from grimoire.retrieval.temporal import Window
 from grimoire.stores.episodes.store import EpisodeFilter
 from grimoire.stores.semantic.types import EntryFilter
 
-#: The tag of the curator's L1/L2 summaries (``curator.lifecycle.SUMMARY_TAG``; retrieval
+#: The tag of the curator's L1/L2 summaries (``curator.cycle.transitions.SUMMARY_TAG``; retrieval
 #: does not import the curator).
 SUMMARY_TAG = "summary"
 
