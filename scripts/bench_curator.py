@@ -1,5 +1,11 @@
 """Benchmark the curator cycle on real stores, and what it does to reads running beside it.
 
+Two parts (``--part``): ``cycle`` (the default, below) and ``pure``: the CPU-bound parts
+the cycle and the write path are built from, without stores or a model (distiller, causal
+discovery, decay / quality / admission gate, PLAYBOOK.md compile, clustering, region MDP,
+the retrieval stages after the backends; its code in ``scripts/benches/pure.py``). Every
+option but ``--part NAME`` is the part's own (``--part pure --help``).
+
 Builds a Grimoire in a temporary directory: --episodes simulator episodes (default 10,000)
 and --entries knowledge entries (default 2,000: metric and outcome-rate claims the
 validation phase judges, rules derived from them, warnings, causal links, summaries,
@@ -19,8 +25,9 @@ The distil phase calls ``curator.learn.hook.distill`` when it is installed; with
 phase is skipped and the cycle time excludes the learners (the table says which).
 
 Usage (from the worktree):
-    PYTHONPATH=. python scripts/bench_curator.py [--episodes 10000] [--entries 2000]
+    .venv/bin/python scripts/bench_curator.py [--episodes 10000] [--entries 2000]
         [--new 100] [--cycles 3] [--seconds 3] [--embedder hash|real]
+    .venv/bin/python scripts/bench_curator.py --part pure [--quick] [--parts retrieval,gate]
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +191,7 @@ def reads(g: Grimoire, queries: list[str], seconds: float) -> list[float]:
     return reader.latencies
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=10_000)
     parser.add_argument("--entries", type=int, default=2_000)
@@ -192,7 +201,7 @@ def main() -> None:
                         help="cycles run after the cold one before steady state is timed")
     parser.add_argument("--seconds", type=float, default=3.0, help="idle read sampling time")
     parser.add_argument("--embedder", choices=("hash", "real"), default="hash")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     quiet()
     rng = np.random.default_rng(0)
     embedder: Embedder = HashEmbedder(dim=384) if args.embedder == "hash" else make_embedder(
@@ -278,5 +287,9 @@ def main() -> None:
             print(f"| retrieve p95 during / idle | {ratio:.2f}x (goal ≤ 2x) |")
 
 
+PARTS = {"cycle": main, "pure": "benches.pure"}
+
 if __name__ == "__main__":
-    main()
+    from benches import dispatch
+
+    sys.exit(dispatch("bench_curator.py", PARTS))

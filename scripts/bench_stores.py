@@ -1,4 +1,12 @@
-"""The foundation benchmark: one table for the embedder, the episode store and the semantic store.
+"""The stores: one table for the embedder and the stores, and each store in detail (``--part``).
+
+The default part (``overview``) is the foundation in one table: the embedder, the episode
+store and the semantic store. The other parts are each store in detail, their code in
+``scripts/benches/``: ``episodes`` (appends, flush, compaction, open, the in-memory index
+against LanceDB and numpy, filtered and BM25 search, disk and memory), ``semantic``
+(inserts under FULL and NORMAL sync, KNN, BM25, open, causal BFS, OpenBLAS threading) and
+``graph`` (the LMDB knowledge graph at SPEC §10's scale). Every option but ``--part NAME``
+is the part's own (``--part NAME --help``); every part takes ``--quick``.
 
 Each measurement stands beside its floor measured in the same run: numpy
 brute force over the same vectors for searches, the raw embedder for
@@ -8,6 +16,7 @@ absolute times across runs. Nothing here asserts a timing.
     python scripts/bench_stores.py                 # 10k and 100k episodes, 2k and 20k entries
     python scripts/bench_stores.py --quick         # smaller sizes, fewer queries
     python scripts/bench_stores.py --quick --compare 10000   # + Chroma / plain LanceDB
+    python scripts/bench_stores.py --part episodes --quick  # the episode store in detail
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -179,8 +188,10 @@ def bench_entry_size(path: Path, n: int, queries: int, dim: int,
     store.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="The foundation in one table: the embedder, the episode store and the "
+        "semantic store, each beside its floor.")
     parser.add_argument("--episodes", default="10000,100000", help="episode store sizes")
     parser.add_argument("--entries", default="2000,20000", help="semantic store sizes")
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
@@ -188,8 +199,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10k episodes, 2k entries, 50 q")
     parser.add_argument("--compare", type=int, default=0, metavar="N",
                         help="also run Grimoire beside plain LanceDB and Chroma (extra [bench]) "
-                        "at N memories with the same embedder (scripts/bench_compare.py)")
-    args = parser.parse_args()
+                        "at N memories with the same embedder (bench_speed.py --part compare)")
+    args = parser.parse_args(argv)
     if args.quick:
         args.episodes, args.entries, args.queries, args.embed = "10000", "2000", 50, 256
     configure_logging("warning")
@@ -205,11 +216,16 @@ def main() -> None:
         for n in (int(x) for x in args.entries.split(",")):
             bench_entry_size(Path(tmp) / f"semantic-{n}.sqlite", n, args.queries, emb.dim, rng)
     if args.compare:
-        from bench_compare import print_table, run
+        from benches.compare import print_table, run
 
         print()
         print_table(args.compare, run(args.compare, min(args.queries, 100), 50))
 
 
+PARTS = {"overview": main, "episodes": "benches.episodes", "semantic": "benches.semantic",
+         "graph": "benches.graph"}
+
 if __name__ == "__main__":
-    main()
+    from benches import dispatch
+
+    sys.exit(dispatch("bench_stores.py", PARTS))

@@ -3,16 +3,16 @@
 Every system gets the same texts, the same int8 MiniLM vectors and the same queries,
 in one process and one run, beside the numpy brute-force floor. Chroma is optional
 (``pip install -e '.[bench]'``); without it its column says so. Prints one table,
-asserts nothing. Run from ``scripts/bench_stores.py --compare`` or directly:
+asserts nothing. Run from ``scripts/bench_stores.py --compare`` or as a part of its own:
 
-    python scripts/bench_compare.py --n 10000 --queries 100
-    python scripts/bench_compare.py --all    # + every row of issue 15's table beside its floor
+    python scripts/bench_speed.py --part compare --n 10000 --queries 100
+    python scripts/bench_speed.py --part compare --all    # + every row of issue 15's table
 
 ``--all`` also runs, in the same invocation: ``retrieve`` (hybrid search, rerank, MMR) at
 10k episodes + 2k entries + 10k triples in process and over the socket, each beside the
-floor measured call by call with it (``bench_retrieval``); sustained ingest with 8 clients
-against the raw embedder in alternating windows (``bench_daemon --ingest-only``); and the
-daemon's RSS idle and at ``--mem-episodes`` (``bench_memory``). It ends with one table:
+floor measured call by call with it (``--part retrieval``); sustained ingest with 8 clients
+against the raw embedder in alternating windows (``bench_daemon.py --ingest-only``); and the
+daemon's RSS idle and at ``--mem-episodes`` (``--part memory``). It ends with one table:
 each row, its floor, Grimoire, the ratio and the goal.
 
 What each row measures:
@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
@@ -54,6 +53,7 @@ WORDS = ["gas", "swap", "pool", "liquidity", "slippage", "regime", "whale", "ora
          "bridge", "fee", "price", "volume", "weth", "usdc", "dai", "arbitrum", "base",
          "rebalance", "router", "spread", "funding"]
 K = 10
+SCRIPTS = Path(__file__).resolve().parents[1]
 
 
 def texts_for(n: int, seed: int) -> list[str]:
@@ -218,10 +218,10 @@ def issue_rows(args: argparse.Namespace, side: list[tuple[str, dict[str, str]]]
     import re
     import subprocess
 
-    import bench_memory
-    import bench_retrieval
     import structlog
 
+    from benches import memory as bench_memory
+    from benches import retrieval as bench_retrieval
     from grimoire.retrieval.stages.writes import drain
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
@@ -241,7 +241,7 @@ def issue_rows(args: argparse.Namespace, side: list[tuple[str, dict[str, str]]]
         got[what.strip()] = p50
         got["cpu " + what.strip()] = cpu
     daemon = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("bench_daemon.py")), "--ingest-only",
+        [sys.executable, str(SCRIPTS / "bench_daemon.py"), "--ingest-only",
          "--rounds", str(args.rounds), "--seconds", "4"], capture_output=True, text=True,
         check=True).stdout
     found = re.search(r"ingest, 8 clients.*?([\d.]+) ep/s\s+x([\d.]+) of the raw embedder "
@@ -298,7 +298,7 @@ def print_issue_table(rows: list[tuple[str, str, str, str, str, str, str]]) -> N
         print("  ".join(f"{v!s:<{w}}" for v, w in zip(r, widths, strict=True)))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000, help="memories per system")
     ap.add_argument("--queries", type=int, default=100)
@@ -308,13 +308,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="--all: ingest windows")
     ap.add_argument("--mem-episodes", type=int, default=100_000,
                     help="--all: episodes in the store whose daemon RSS is measured")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     configure_logging("warning")
     side = run(args.n, args.queries, args.writes)
     print_table(args.n, side)
     if args.all:
         print_issue_table(issue_rows(args, side))
 
-
-if __name__ == "__main__":
-    main()

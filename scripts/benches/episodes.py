@@ -7,7 +7,7 @@ search via the in-memory index against LanceDB's own flat search and a plain
 numpy floor, filtered search, BM25 text search (FTS5 in the journal file
 against LanceDB's FTS index), get by id, and disk/memory size.
 
-    /tmp/venv/bin/python scripts/bench_episodes.py --sizes 10000 100000
+    .venv/bin/python scripts/bench_stores.py --part episodes --sizes 10000 100000
 
 Vectors are random unit vectors (``--hash`` uses HashEmbedder on the texts);
 texts are synthetic episode sentences from a small vocabulary. The machine is
@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +225,7 @@ def bench_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, str]:
     return r
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--dim", type=int, default=384)
@@ -239,7 +239,7 @@ def main() -> None:
     parser.add_argument("--cleanup-s", type=int, default=0,
                         help="episodes.cleanup_older_than_s for the benchmark stores")
     parser.add_argument("--keep", type=Path, default=None, help="build stores here, keep them")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     # LanceDB warns on cleanup 0 (unsafe with concurrent readers of old versions; none here)
     # and on its deprecated create_fts_index.
@@ -269,6 +269,3 @@ def main() -> None:
         print(f"| {m:<{width}} | " + " | ".join(
             f"{results[n][m]:>{w}}" for n, w in zip(results, colw, strict=True)) + " |")
 
-
-if __name__ == "__main__":
-    main()

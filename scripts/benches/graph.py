@@ -11,8 +11,8 @@ a store of 1,000,000 triples (build time printed too). It reports numbers
 and never asserts on them: the machine, its load and its disk decide them,
 so the header prints the load average.
 
-    python scripts/bench_graph.py                      # the full run (package installed)
-    PYTHONPATH=. python scripts/bench_graph.py --scan-triples 100000 --queries 500
+    python scripts/bench_stores.py --part graph        # the full run (package installed)
+    python scripts/bench_stores.py --part graph --scan-triples 100000 --queries 500
 """
 
 from __future__ import annotations
@@ -313,6 +313,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(run(args, Path(tmp)))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

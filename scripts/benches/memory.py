@@ -1,13 +1,13 @@
 """Where the daemon's memory goes: RSS idle and with a large store, split by mapping.
 
-    python scripts/bench_memory.py                   # idle daemon + 100k-episode store
-    python scripts/bench_memory.py --episodes 10000  # a smaller store
+    python scripts/bench_speed.py --part memory                   # idle daemon + 100k store
+    python scripts/bench_speed.py --part memory --episodes 10000  # a smaller store
 
 Starts ``python -m grimoire run --feed none`` (the real model) on an empty data directory,
 writes one episode and runs one retrieve (so the model, LanceDB and the read paths are all
 warm), and reads its RSS; then builds a store of ``--episodes`` episodes + 2k entries + 10k
 KG triples (stored vectors from the hash embedder, the model's id on the table, as
-``bench_retrieval.py`` does), starts the daemon on it, runs 50 retrieves and 10 writes,
+``bench_speed.py --part retrieval`` does), starts the daemon on it, runs 50 retrieves and 10 writes,
 and reads its RSS again. Each figure is split by /proc/PID/smaps: the model (the ONNX
 weights and the arena-less activations are anonymous memory attributed by loading order, so
 this is reported as "anonymous"), the C heap, and the shared libraries (file-backed pages
@@ -23,11 +23,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+SPEED = REPO / "scripts" / "bench_speed.py"  # this part's script, for the store-building child
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
 
 from grimoire.service.client import Client  # noqa: E402
 
@@ -108,8 +109,8 @@ def measure(label: str, data: Path, retrieves: int, writes: int
 
 def build_store(root: Path, episodes: int) -> None:
     import structlog
-    from bench_retrieval import build
 
+    from benches.retrieval import build
     from grimoire.models.embedders import FastEmbedEmbedder
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
@@ -123,8 +124,9 @@ def run(episodes: int) -> list[tuple[str, float, dict[str, float]]]:
         rows.append(measure("idle (empty store, model loaded)", Path(tmp) / "idle", 1, 1))
         big = Path(tmp) / "big"
         # The store is built in a child so this process stays small and out of the way.
-        subprocess.run([sys.executable, __file__, "--build", str(big), "--episodes",
-                        str(episodes)], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        subprocess.run([sys.executable, str(SPEED), "--part", "memory", "--build", str(big),
+                        "--episodes", str(episodes)], check=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
         rows.append(measure(f"{episodes // 1000}k episodes + 2k entries + 10k triples", big,
                             50, 10))
     return rows
@@ -138,16 +140,13 @@ def print_rows(rows: list[tuple[str, float, dict[str, float]]]) -> None:
         print("    " + ", ".join(f"{name} {mib:.0f}" for name, mib in top))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=100_000)
     ap.add_argument("--build", type=Path, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.build:
         build_store(args.build, args.episodes)
         return
     print_rows(run(args.episodes))
 
-
-if __name__ == "__main__":
-    main()

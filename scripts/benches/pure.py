@@ -1,8 +1,8 @@
 """The pure CPU parts, no stores and no model: learning, gate, curator, retrieval stages.
 
-    python scripts/bench_pure.py                          # every part (about 1 minute)
-    python scripts/bench_pure.py --parts retrieval,gate   # some parts
-    python scripts/bench_pure.py --quick                  # smaller sizes, fewer runs
+    python scripts/bench_curator.py --part pure                 # every part (about 1 minute)
+    python scripts/bench_curator.py --part pure --parts retrieval,gate        # some parts
+    python scripts/bench_curator.py --part pure --quick         # smaller sizes, fewer runs
 
 One table, a row per operation: its part, the input size or what it produced, and the
 median and p90 wall time per call over --runs calls (fewer for the heavy ones). Parts:
@@ -28,7 +28,7 @@ import json
 import logging
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import structlog
@@ -343,7 +343,7 @@ def calibration(args: argparse.Namespace) -> Iterator[Row]:
            *timed(lambda: sum(range(10_000)), args.runs))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated subset of {', '.join(PARTS)}")
@@ -357,7 +357,7 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=60, help="candidates (retrieval)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
@@ -378,6 +378,3 @@ def main() -> None:
     for part, op, size, median, p90 in rows:
         print(f"{part:<11}  {op:<{w_op}}  {size:<{w_size}}  {median:>10.3f}  {p90:>10.3f}")
 
-
-if __name__ == "__main__":
-    main()

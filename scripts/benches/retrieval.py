@@ -1,8 +1,8 @@
 """Benchmark ``retrieve`` end to end against the floor, in-process and over the socket.
 
-    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py            # 10k + 100k
-    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py --big 0    # 10k only
-    PYTHONPATH=. /tmp/venv/bin/python scripts/bench_retrieval.py --profile  # + cProfile
+    .venv/bin/python scripts/bench_speed.py --part retrieval            # 10k + 100k
+    .venv/bin/python scripts/bench_speed.py --part retrieval --big 0    # 10k only
+    .venv/bin/python scripts/bench_speed.py --part retrieval --profile  # + cProfile
 
 Stores are built with batched writes straight into the stores: 10k episodes,
 2k entries (all active), 10k KG triples and 1k causal edges, then (with --big)
@@ -15,7 +15,7 @@ The floor, measured in the same run on the same queries: the query embedding
 plus a numpy brute-force dot product over every stored vector (episodes and
 entries) with a top-20 selection. Each row's ratio is against the floor
 measured interleaved with it (call by call, same queries, same machine load).
-The socket rows talk to a daemon subprocess (this script with --serve) that
+The socket rows talk to a daemon subprocess (this part with --serve) that
 opens the same store, as an agent would. Latencies are per call; p50/p95 over
 --n calls after a warm-up; the machine is shared, so compare the ratios.
 """
@@ -42,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,8 @@ import numpy as np
 import structlog
 
 # This checkout's grimoire, not whichever one is installed (also for the daemon child).
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+SPEED = REPO / "scripts" / "bench_speed.py"  # this part's script, for the daemon child
 sys.path.insert(0, str(REPO))
 
 from grimoire import Grimoire  # noqa: E402
@@ -232,8 +233,8 @@ def serve_forever(root: Path, sock: Path, now: int) -> None:
 
 def daemon(root: Path, sock: Path, now: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(root), "--socket", str(sock), "--now",
-         str(now)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [sys.executable, str(SPEED), "--part", "retrieval", "--serve", str(root), "--socket",
+         str(sock), "--now", str(now)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if line.strip() != "ready":
@@ -352,7 +353,7 @@ def measure_socket(label: str, root: Path, now: int, stored: np.ndarray,
     return [(label, name, *percentiles(values), CPU[name]) for name, values in samples.items()]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=10_000)
     parser.add_argument("--entries", type=int, default=2_000)
@@ -368,7 +369,7 @@ def main() -> None:
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.serve:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
         serve_forever(args.serve, args.socket, args.now)
@@ -413,6 +414,3 @@ def main() -> None:
                     else "")
         print(f"{label:<42} {what:<38} {p50:8.2f} {p95:8.2f} {ratio:9.2f}{cpu_text}")
 
-
-if __name__ == "__main__":
-    main()

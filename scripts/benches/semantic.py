@@ -1,7 +1,7 @@
 """Benchmark of the semantic store; prints one table.
 
-    python scripts/bench_semantic.py                 # 2k and 20k entries
-    python scripts/bench_semantic.py --sizes 2000 --quick
+    python scripts/bench_stores.py --part semantic                 # 2k and 20k entries
+    python scripts/bench_stores.py --part semantic --sizes 2000 --quick
 
 Measures: inserts (one commit each, and batched) under synchronous FULL and
 NORMAL and the cost of one small commit; KNN through vec0 and through the
@@ -26,13 +26,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from grimoire.clock import FrozenClock
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
@@ -235,7 +235,7 @@ def bench_blas(tmp: Path, size: int, queries: int, rows: list[Row]) -> None:
     rows.append(("vec0 bare SQL next to BLAS calls", f"{size}", mixed["sql"].cell(), "ms"))
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Benchmark the semantic store.")
     parser.add_argument("--sizes", default="2000,20000", help="entry counts for read benchmarks")
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
@@ -263,6 +263,3 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print(line.format(*row))
 
-
-if __name__ == "__main__":
-    main()
