@@ -1,7 +1,7 @@
 """Causal retrieval in the shape of seed 000, generated and seeded, through the facade.
 
     .venv/bin/python scripts/bench_causal.py                  # 120 scenarios
-    .venv/bin/python scripts/bench_causal.py --scenarios 20   # quick
+    .venv/bin/python scripts/bench_causal.py --quick          # 20 scenarios
 
 Each scenario is a chain of events of depth 2-5 (the crisis and 1-4 causal ancestors,
 linked cause → effect with ``causal.link``) in a town of its own; every ancestor has a
@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import structlog
+from benches import apply_quick
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -198,7 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="20 scenarios")
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"scenarios": 20})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     started = time.perf_counter()
     rows: dict[str, list[tuple[float, float]]] = {}

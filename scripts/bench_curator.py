@@ -26,7 +26,7 @@ phase is skipped and the cycle time excludes the learners (the table says which)
 
 Usage (from the worktree):
     .venv/bin/python scripts/bench_curator.py [--episodes 10000] [--entries 2000]
-        [--new 100] [--cycles 3] [--seconds 3] [--embedder hash|real]
+        [--new 100] [--cycles 3] [--seconds 3] [--embedder hash|real] [--quick]
     .venv/bin/python scripts/bench_curator.py --part pure [--quick] [--parts retrieval,gate]
 """
 
@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import structlog
+from benches import apply_quick
 
 from curator.cycle.learn import learn_module
 from curator.cycle.run import run_cycle
@@ -201,7 +202,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="cycles run after the cold one before steady state is timed")
     parser.add_argument("--seconds", type=float, default=3.0, help="idle read sampling time")
     parser.add_argument("--embedder", choices=("hash", "real"), default="hash")
+    parser.add_argument("--quick", action="store_true", help="2k episodes, 500 entries, "
+                        "1 settling and 2 timed cycles, 1 s of idle reads")
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"episodes": 2_000, "entries": 500, "settle": 1, "cycles": 2,
+                                   "seconds": 1.0})
     quiet()
     rng = np.random.default_rng(0)
     embedder: Embedder = HashEmbedder(dim=384) if args.embedder == "hash" else make_embedder(

@@ -3,6 +3,7 @@
     python scripts/bench_daemon.py                 # the real model
     python scripts/bench_daemon.py --hash          # the test embedder (no model)
     python scripts/bench_daemon.py --episodes 2000 --seconds 10 --writes 200   # shorter
+    python scripts/bench_daemon.py --quick         # shortest (the real model unless --hash)
 
 Starts ``python -m grimoire run --feed none`` in a temp dir and measures:
 start to ready (spawn until ``health`` answers); episode.write round trip
@@ -28,11 +29,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benches import apply_quick  # noqa: E402
 
 from grimoire.config import Config  # noqa: E402
 from grimoire.models.embedders import Embedder  # noqa: E402
@@ -159,7 +162,7 @@ def alternating_ingest(sock: Path, embedder: Embedder, clients: int, rounds: int
     return statistics.median(ratios), statistics.median(rates), statistics.median(raws)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hash", action="store_true", help="use the hash test embedder")
     ap.add_argument("--writes", type=int, default=300, help="writes per latency phase")
@@ -169,7 +172,11 @@ def main() -> None:
                     help="only the alternating 8-client ingest row")
     ap.add_argument("--rounds", type=int, default=5,
                     help="alternating raw/daemon windows for the 8-client ingest ratio")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="3 s sustained runs, 2 ingest "
+                    "windows, 100 writes per latency phase, RSS at 1,000 episodes")
+    args = ap.parse_args(argv)
+    if args.quick:
+        apply_quick(ap, args, {"seconds": 3.0, "rounds": 2, "writes": 100, "episodes": 1_000})
 
     model = "hash-384" if args.hash else Config().embedding.model
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIMOIRE_")}

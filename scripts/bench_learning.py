@@ -1,6 +1,6 @@
 """Learning on the simulator: what reaches PLAYBOOK.md, and the distiller's cost per run.
 
-Usage: python scripts/bench_learning.py [--ticks 2000] [--seeds 1 2 3]
+Usage: python scripts/bench_learning.py [--quick] [--ticks 2000] [--seeds 1 2 3]
                                         [--scenarios default null reversal] [--real-model]
                                         [--curator-every 50]
 
@@ -30,13 +30,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import structlog
 import yaml
+from benches import apply_quick
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -504,7 +505,7 @@ def _run_one(job: tuple[str, int, int, bool, int, dict[str, Any]]) -> dict[str, 
     return row
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ticks", type=int, default=None,
                         help="ticks per run (default: each scenario's horizon_ticks, else "
@@ -521,7 +522,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, each in its own process (2 on this 2-core machine "
                         "halves the wall time; the distillation timings then share the cores)")
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true",
+                        help="one run: the default scenario, seed 1, 1,200 ticks")
+    args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"scenarios": ["default"], "seeds": [1], "ticks": 1_200})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
             f"{'mean ms':>8} {'p50':>6} {'p95':>6} {'max':>7} {'read':>6} {'learn':>6} "

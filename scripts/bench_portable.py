@@ -10,6 +10,7 @@ model. The machine is 2 shared cores: compare ratios within one run.
 
     python scripts/bench_portable.py                       # 10k episodes / 2k entries / 10k triples
     python scripts/bench_portable.py --episodes 100000 --entries 20000 --triples 100000
+    python scripts/bench_portable.py --quick               # 2k episodes / 500 / 2k
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benches import apply_quick  # noqa: E402
 
 from grimoire import Grimoire  # noqa: E402
 from grimoire.ids import new_id  # noqa: E402
@@ -166,7 +170,7 @@ def transfer_rows(data: Path, base: Path) -> list[tuple[str, str, str]]:
              f"{n_items / import_s:.0f} items/s ({import_s:.2f} s)")]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=10_000)
     ap.add_argument("--entries", type=int, default=2_000)
@@ -175,7 +179,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--backup-only", action="store_true",
                     help="only the backup rows (skips MCP, export and the slow import)")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true",
+                    help="2k episodes / 500 entries / 2k triples, 100 writes, 10 queries")
+    args = ap.parse_args(argv)
+    if args.quick:
+        apply_quick(ap, args, {"episodes": 2_000, "entries": 500, "triples": 2_000,
+                               "writes": 100, "queries": 10})
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))

@@ -1,7 +1,7 @@
 """Conversational recall on LoCoMo's development half, through the public facade.
 
     .venv/bin/python scripts/bench_recall.py                 # every conversation
-    .venv/bin/python scripts/bench_recall.py --limit 1       # one conversation, quick
+    .venv/bin/python scripts/bench_recall.py --quick         # one conversation
     .venv/bin/python scripts/bench_recall.py --split check   # the half the fusion was not fit on
 
 The data is read from ``<repo>/../shared/benchmarks/locomo-dev/locomo_dev.json`` (licensed
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see bench_retrieval.py
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see benches/retrieval.py
 
 import argparse
 import functools
@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import structlog
+from benches import apply_quick
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -270,7 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="a dotted config override, e.g. "
                              "retrieval.neighbour_context_chars=0 (an ablation)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the first conversation only (--limit 1), 10 timed questions")
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"limit": 1, "latency": 10})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     path = args.data / FILE
     if not path.is_file():

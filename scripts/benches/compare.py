@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benches import apply_quick
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
 from grimoire.logs import configure_logging
@@ -308,7 +309,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5, help="--all: ingest windows")
     ap.add_argument("--mem-episodes", type=int, default=100_000,
                     help="--all: episodes in the store whose daemon RSS is measured")
+    ap.add_argument("--quick", action="store_true", help="2k memories, 30 queries, 20 writes; "
+                    "--all: 40 retrieves per row, 2 ingest windows, RSS at 10k episodes")
     args = ap.parse_args(argv)
+    if args.quick:
+        apply_quick(ap, args, {"n": 2_000, "queries": 30, "writes": 20, "retrieves": 40,
+                               "rounds": 2, "mem_episodes": 10_000})
     configure_logging("warning")
     side = run(args.n, args.queries, args.writes)
     print_table(args.n, side)

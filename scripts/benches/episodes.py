@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from benches import apply_quick
 from grimoire.clock import SystemClock
 from grimoire.config import EpisodesConfig
 from grimoire.models.embedders import HashEmbedder
@@ -239,7 +240,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cleanup-s", type=int, default=0,
                         help="episodes.cleanup_older_than_s for the benchmark stores")
     parser.add_argument("--keep", type=Path, default=None, help="build stores here, keep them")
+    parser.add_argument("--quick", action="store_true",
+                        help="2k episodes, 200 single appends, 50 queries (20 on LanceDB)")
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"sizes": [2_000], "single": 200, "queries": 50,
+                                   "lance_queries": 20})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     # LanceDB warns on cleanup 0 (unsafe with concurrent readers of old versions; none here)
     # and on its deprecated create_fts_index.

@@ -32,6 +32,7 @@ from pathlib import Path
 import lmdb
 import structlog
 
+from benches import apply_quick
 from grimoire.clock import SystemClock
 from grimoire.records.graph import (
     EntityKind,
@@ -76,7 +77,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="edge counts (comma-separated) for adjacency memory; '' skips")
     parser.add_argument("--dir", type=Path, default=None, help="work here instead of a temp dir")
     parser.add_argument("--seed", type=int, default=7)
-    return parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true", help="a 100k-triple scan store, 500 "
+                        "queries, 100 hop queries, adjacency memory at 10k and 100k edges")
+    args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"scan_triples": 100_000, "scan_queries": 50, "queries": 500,
+                                   "hop_queries": 100, "single": 200,
+                                   "memory_edges": "10000,100000"})
+    return args
 
 
 def timed(calls: int, call: Callable[[int], object]) -> list[float]:

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SPEED = REPO / "scripts" / "bench_speed.py"  # this part's script, for the store-building child
 sys.path.insert(0, str(REPO))
 
+from benches import apply_quick  # noqa: E402
 from grimoire.service.client import Client  # noqa: E402
 
 IDLE_GOAL_MIB = 300
@@ -143,8 +144,11 @@ def print_rows(rows: list[tuple[str, float, dict[str, float]]]) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=100_000)
+    ap.add_argument("--quick", action="store_true", help="a 10k-episode store")
     ap.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.quick:
+        apply_quick(ap, args, {"episodes": 10_000})
     if args.build:
         build_store(args.build, args.episodes)
         return

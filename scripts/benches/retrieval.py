@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 SPEED = REPO / "scripts" / "bench_speed.py"  # this part's script, for the daemon child
 sys.path.insert(0, str(REPO))
 
+from benches import apply_quick  # noqa: E402
 from grimoire import Grimoire  # noqa: E402
 from grimoire.clock import FrozenClock  # noqa: E402
 from grimoire.config import Config  # noqa: E402
@@ -366,10 +367,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process runs")
     parser.add_argument("--switch-interval", type=float, default=None,
                         help="sys.setswitchinterval for this run (default: Python's 0.005 s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the 10k store only (--big 0), 50 timed calls per row")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--now", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"big": 0, "n": 50})
     if args.serve:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
         serve_forever(args.serve, args.socket, args.now)
