@@ -301,7 +301,7 @@ class FastEmbedEmbedder:
         special tokens; the count is every piece's real tokens plus the first piece's special
         ones, which equals an untruncated encoding's length (checked on 485 texts, 30 of them
         over 256 tokens). A second, untruncated tokenizer gave the same count for ~9 MiB of
-        resident vocabulary and merges (bench_memory.py)."""
+        resident vocabulary and merges (bench_speed.py --part memory)."""
         tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
         if tokenizer is None:
             return max(1, int(len(_WORD.findall(text.lower())) * 1.3))

@@ -5,9 +5,9 @@ back to the system only from the top of the main heap. A daemon whose big alloca
 are transient — LanceDB's scan of the whole table when the episode index is rebuilt on
 open, onnxruntime's activations for an embedding batch (no arena: see ``embed``), a
 curator cycle — therefore kept its peak as RSS for good: at 100k episodes the rebuild
-alone left ~260 MiB freed but resident (bench_memory.py). ``malloc_trim(0)`` returns it;
-it costs about a millisecond (more with many arenas), so it is called after such work,
-not after every call: on open, after embedding batches, after each heartbeat tick.
+alone left ~260 MiB freed but resident (bench_speed.py --part memory). ``malloc_trim(0)``
+returns it; it costs about a millisecond (more with many arenas), so it is called after
+such work, not after every call: on open, after embedding batches, after each heartbeat tick.
 
 Arrow buffers (the episode index's rows, LanceDB scans converted to Arrow) come from
 pyarrow's own pool (mimalloc), which glibc's trim does not reach: it kept ~20 MiB of
@@ -28,7 +28,7 @@ from the heap, between long-lived objects, and stay resident as holes when freed
 so a retrieve makes no mmap call) and ``use_system_arrow_pool`` puts Arrow's buffers
 under the same rule. Opening a 100k-episode store in process, RSS went from 378-395 to
 366 MiB over five runs (each alone did less: the Arrow pool alone 408, the threshold
-alone 374); the daemon in scripts/bench_memory.py went from 405 to 387 MiB.
+alone 374); the daemon in scripts/bench_speed.py --part memory went from 405 to 387 MiB.
 
 Owns only those calls. No-op where there is no glibc (the Arrow part still runs).
 """

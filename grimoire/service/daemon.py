@@ -69,7 +69,7 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 REPEAT_DEBOUNCE_S = 0.5
 SKIP_WARN_EVERY_S = 60.0  # skipped ticks are warned about at most once a minute
 # glibc malloc arenas for the whole process (grimoire.runtime.memory): the default, 8 per core,
-# left freed memory stranded in per-thread arenas (scripts/bench_memory.py).
+# left freed memory stranded in per-thread arenas (scripts/bench_speed.py --part memory).
 MALLOC_ARENAS = 2
 MMAP_THRESHOLD = 4 << 20  # bytes: see grimoire.runtime.memory
 

@@ -14,7 +14,7 @@ Why each setting:
 - WAL: readers never block the single writer and the writer never blocks them.
 - ``synchronous=FULL``: in WAL mode each COMMIT fsyncs the WAL, so a
   committed (acknowledged) write survives a power loss. NORMAL only survives
-  a process crash; ``scripts/bench_semantic.py`` measures what FULL costs.
+  a process crash; ``scripts/bench_stores.py --part semantic`` measures what FULL costs.
 - busy timeout: a second process (the CLI) may hold the write lock briefly.
 
 Read-only stores (``Connections(read_only=True)``, a reader beside a running

@@ -3,7 +3,7 @@
 The mechanism is ``grimoire.runtime.memory.release_free_memory`` (glibc ``malloc_trim``); these
 tests pin where it is called — after the stores are opened (the index rebuild's scan of
 the episode table), after every heartbeat tick and after a compaction — not what RSS it
-saves, which ``scripts/bench_memory.py`` measures.
+saves, which ``scripts/bench_speed.py --part memory`` measures.
 """
 
 from __future__ import annotations

@@ -80,10 +80,10 @@ _READ_WORKERS = 3
 # instead of preempting its onnxruntime threads. At equal priority they made the embedding
 # slower by more than they took: over the socket after an idle pause, the embed stage was
 # 5.3-5.5 ms with them at nice 0 and 4.1-4.9 ms at nice 19, the backends still done when
-# needed (bench_retrieval, one run each, interleaved with the floor). Never waited for at
-# that priority: what the pool has not finished when the caller needs it, the caller
-# computes itself (``finish_keyword``), so a busy machine costs the retrieve the backends'
-# own time, not the time a low-priority thread waits for a core.
+# needed (bench_speed.py --part retrieval, one run each, interleaved with the floor).
+# Never waited for at that priority: what the pool has not finished when the caller needs
+# it, the caller computes itself (``finish_keyword``), so a busy machine costs the retrieve
+# the backends' own time, not the time a low-priority thread waits for a core.
 _READ_NICE = 19
 _READS_LOCK = threading.Lock()
 _READS: ThreadPoolExecutor | None = None
@@ -288,8 +288,8 @@ def start_keyword(ctx: Context, req: RetrieveRequest, kinds: Sequence[str]) -> K
 
     They run one after the other in one pool thread: the query embedding has both cores
     (two ONNX threads), and three more runnable threads beside it made the embedding
-    itself slower by more than the backends took (measured, bench_retrieval). The one
-    thread runs at the lowest priority for the same reason (``_READ_NICE``)."""
+    itself slower by more than the backends took (measured, bench_speed.py --part
+    retrieval). The one thread runs at the lowest priority for the same reason (``_READ_NICE``)."""
     out = Keyword()
     work: list[tuple[Future[Any], Any, tuple[Any, ...]]] = []
     words = keyword_query(req.query).split()

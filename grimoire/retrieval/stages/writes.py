@@ -51,9 +51,10 @@ _WORKERS = 4
 # The write is queued this long after the retrieval returns. Queued at once, the writer's
 # transaction (and the wake-ups of two threads) ran exactly while the socket server was
 # encoding and sending the answer, and cost that answer ~2 ms on a loaded 2-core machine
-# (bench_retrieval: socket p50 2.25x the floor with it, 1.75x without the log write at
-# all). A few ms later the answer has gone. ``wait``/``drain`` (``outcome.report``) end the
-# delay of the writes they wait for: nobody who needs the row waits for the deferral.
+# (bench_speed.py --part retrieval: socket p50 2.25x the floor with it, 1.75x without the
+# log write at all). A few ms later the answer has gone. ``wait``/``drain``
+# (``outcome.report``) end the delay of the writes they wait for: nobody who needs the row
+# waits for the deferral.
 DEFER_S = 0.004
 
 

@@ -10,7 +10,7 @@ the ref → positions map, and the rows themselves (an Arrow table for flushed r
 Why int8: see ``episodes_quantized`` (37 MiB at 100k rows against 147 for float32).
 
 LanceDB stays the source of truth; this is rebuilt from it on open. Measured
-(scripts/bench_episodes.py, 10k rows, one run each): top-10 is a (masked)
+(scripts/bench_stores.py --part episodes, 10k rows, one run each): top-10 is a (masked)
 matrix-vector product, as fast as plain numpy and 3-12x faster than LanceDB's
 flat search (31-35 ms p50; filtered 29-30 ms against 2-6 ms here), and a get
 by id is a dict lookup plus one row conversion (0.1-0.2 ms against 10-11 ms).

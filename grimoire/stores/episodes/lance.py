@@ -228,7 +228,7 @@ class LanceEpisodes:
         reads the same rows. Why the vectors apart: at 100k rows they are 147 MiB of
         float32 Arrow, and one read of everything (ordered by ``seq`` with a copy) made the
         daemon's open peak at ~455 MiB over its start and keep ~85 MiB of it; read a batch
-        at a time the caller quantises each as it comes (scripts/bench_memory.py).
+        at a time the caller quantises each as it comes (scripts/bench_speed.py --part memory).
         """
         if self._table is None:
             return self.schema.empty_table().drop_columns(["vector"])

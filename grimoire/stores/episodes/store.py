@@ -27,7 +27,7 @@ rows the writer appends later are not seen until it is opened again. Every
 write method raises NotAvailableError.
 
 Reads (any thread, no lock) see buffered rows too and never touch LanceDB or
-SQLite. Measured on this machine (scripts/bench_episodes.py, 10k rows):
+SQLite. Measured on this machine (scripts/bench_stores.py --part episodes, 10k rows):
 top-10 search ~0.5-2.5 ms in memory against 30-45 ms for LanceDB's flat
 search; BM25 ~1.6 ms against 8 ms (FTS5) and 13 ms (LanceDB FTS); get by id
 0.2-0.4 ms against 10-15 ms; a durable single append ~1 ms. Per-episode mutable

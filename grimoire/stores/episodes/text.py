@@ -6,7 +6,7 @@ small delta (per term, arrays grown by doubling) for rows added since, and
 each row's length. The delta is merged into a new CSR block every
 ``max(MIN_DELTA, base_n // 8)`` rows (a numpy concatenate and stable sort).
 
-Why in memory (scripts/bench_episodes.py, one run, common-word queries): at
+Why in memory (scripts/bench_stores.py --part episodes, one run, common-word queries): at
 10k rows FTS5 bm25 took 8-16 ms p50 and LanceDB's FTS 6-9 ms, this 0.5-0.6 ms;
 at 100k 82-269 ms, 9-13 ms and 2.4-3.6 ms. FTS5 and LanceDB score every
 matching row through their query engines; here it is a few numpy gathers and

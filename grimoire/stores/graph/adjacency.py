@@ -48,7 +48,8 @@ __all__ = ["DEFAULT_MAX_EDGES", "Adjacency"]
 
 log = get_logger(__name__)
 
-DEFAULT_MAX_EDGES = 200_000  # 265-295 B per edge held (scripts/bench_graph.py): ~55 MiB
+# 265-295 B per edge held (scripts/bench_stores.py --part graph): ~55 MiB
+DEFAULT_MAX_EDGES = 200_000
 _KEEP = 0.75  # a prune keeps this share of the closed-edge budget, so it runs rarely
 _Work = dict[bytes, list[Edge]]
 

@@ -3,7 +3,7 @@
 vec0 stays the stored index (the source of truth, rebuilt into this cache on
 open); this module only mirrors it so reads do not pay vec0's per-query scan
 (1.8 ms at 2k rows, 16.8 ms at 20k, against 0.06 / 1.9 ms for numpy over the
-same matrix, MEASUREMENTS.md; re-measured by scripts/bench_semantic.py).
+same matrix, MEASUREMENTS.md; re-measured by scripts/bench_stores.py --part semantic).
 
 Concurrency: one writer thread calls ``apply`` after each COMMIT; any number
 of reader threads call ``knn``. Readers never see a half-applied change:
