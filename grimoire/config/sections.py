@@ -330,6 +330,12 @@ class RetrievalConfig:
         {"routine": 0.25, "notable": 0.5, "critical": 0.75, "emergency": 1.0},
         "rerank quality of an episode by importance")
     mmr_duplicate: float = opt(0.98, "MMR: cosine at or above which an item is a near-duplicate")
+    relevance_floor: float = opt(
+        0.5, "relevance first: an item is relevant when its lexical or semantic match to the "
+        "query is at least this share of the query's best match (each relative to the best, "
+        "the semantic one above the query's mean cosine to stored episodes); boosts reorder "
+        "relevant items but never lift another above them (except a 'why' question's or an "
+        "event_id's causal chain)")
     auto_curiosity_full: float = opt(0.8, "mode=auto: curiosity above this → full retrieval")
     auto_curiosity_low: float = opt(0.4, "mode=auto: curiosity below this with coverage → "
                                     "semantic only")

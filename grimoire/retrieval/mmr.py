@@ -13,6 +13,10 @@ Deduplication: an id is selected at most once; an item whose cosine to an
 already selected one is ≥ ``duplicate`` (0.98) is dropped, never shown
 lower down: a second copy of the same text carries no information.
 
+Tiers (``relevance.tiers``): with ``tiers`` given, every pick is made from the highest
+tier that still has a candidate, so diversity never trades a relevant item for one the
+query does not match; within a tier the rule above applies unchanged.
+
 Owns: ordering for diversity. Must not change scores or read a store.
 """
 
@@ -34,6 +38,7 @@ def select(
     lambda_: float = 0.7,
     top: int = 10,
     duplicate: float = 0.98,
+    tiers: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Up to ``top`` ids in MMR order; candidates without a score are ignored.
 
@@ -53,12 +58,17 @@ def select(
             pool.append(candidate)
     if not pool or top == 0:
         return []
-    # Pre-sorted by (score desc, id): argmax's first-index tie rule is then the documented
-    # one, and the first pick (no penalty yet) is simply pool[0].
-    pool.sort(key=lambda c: (-scores[c.id], c.id))
+    tier_of = tiers or {}
+    # Pre-sorted by (tier desc, score desc, id): argmax's first-index tie rule is then the
+    # documented one, and the first pick (no penalty yet) is simply pool[0].
+    pool.sort(key=lambda c: (-tier_of.get(c.id, 0), -scores[c.id], c.id))
     raw = np.array([scores[c.id] for c in pool], dtype=np.float64)
-    best = float(raw[0])
+    best = float(raw.max())
     relevance = lambda_ * (raw / best if best > 0.0 else np.zeros_like(raw))
+    if tiers:
+        # An MMR value lies in [-1, 1]: 3 per tier keeps every pick inside the best tier left.
+        relevance = relevance + 3.0 * np.array([tier_of.get(c.id, 0) for c in pool],
+                                               dtype=np.float64)
     vectors = np.array([c.vector for c in pool])  # rows; ~3x faster than np.stack
     spread = 1.0 - lambda_
     # Every pair's cosine at once (one small matrix product instead of one mat-vec per

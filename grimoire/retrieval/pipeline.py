@@ -6,7 +6,16 @@
       ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
       ─▶ rerank (learned weights; + mood factor)
       ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
-      ─▶ MMR (λ 0.7) + dedup ─▶ contrarian injection ─▶ token budget ─▶ log
+      ─▶ relevance gate (``relevance``: tier + s / (1 + s)) ─▶ MMR (λ 0.7, within
+         tiers) + dedup ─▶ contrarian injection ─▶ ordered by the gated score
+      ─▶ token budget ─▶ log
+
+Relevance first (``relevance``, ``stages.relevance``): every boost above reorders items
+within their relevance tier (the query repeats the item's text; the item matches the
+query lexically or semantically at least ``retrieval.relevance_floor`` of the query's
+best; neither) and never across; on a chain walk (a why question, or an explicit
+``event_id``) an item the causal stream boosted counts as relevant. The item's
+``score`` is the gated score the answer is sorted by; MMR only chooses which items.
 
 Replay (seed 004, Mattar & Daw): an episode's utility U = gain × need in
 [0, 1] (|P&L| over the largest in the pool; need = 1 / time since it was last
@@ -100,6 +109,7 @@ from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event
 from grimoire.retrieval.stages.region import region_for
+from grimoire.retrieval.stages.relevance import gate
 from grimoire.retrieval.stages.sources import (
     Pool,
     finish_keyword,
@@ -331,23 +341,35 @@ def _rank(ctx: Context, run: _Run) -> None:
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
+    why = asks_why(req.query)
     if cfg.causal_fusion == "additive":
-        scores, factors = apply_additive(scores, pooled, run.found, cfg, factors,
-                                         asks_why(req.query), _start_vector(run))
-        run.scores, run.factors = apply_causal_boost(scores, pooled, [], cfg, factors)
+        scores, factors = apply_additive(scores, pooled, run.found, cfg, factors, why,
+                                         _start_vector(run))
+        boosted, factors = apply_causal_boost(scores, pooled, [], cfg, factors)
     elif cfg.causal_fusion == "multiplicative":
-        run.scores, run.factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+        boosted, factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
     else:
         raise ValidationError(f"must be 'additive' or 'multiplicative', got "
                               f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
+    # Relevance first: the causal stream is relevance only on a chain walk the caller
+    # asked for (a why question, or an explicit event_id).
+    walk = why or req.event_id is not None
+    chain = {i for i, parts in factors.items() if "causal" in parts} if walk else set()
+    assert run.query_vector is not None
+    run.scores, tiers, run.factors = gate(ctx, req.query, run.query_vector, pooled, boosted,
+                                          factors, chain=chain, why=why)
+    # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
+    # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
-    run.chosen = mmr_select(evidence, run.scores, cfg.mmr_lambda, max(0, run.k - len(served)),
-                            cfg.mmr_duplicate)
+    run.chosen = mmr_select(evidence, boosted, cfg.mmr_lambda, max(0, run.k - len(served)),
+                            cfg.mmr_duplicate, tiers=tiers)
     run.contrarian = _contrarian(ctx, req, pooled, run.scores, run.chosen)
     if run.contrarian is not None:
         run.factors[run.contrarian] = {**run.factors[run.contrarian],
                                        "contrarian": {"value": 1.0}}
+    # MMR chose the items; the score that ranks orders them (and is the one printed).
+    run.chosen.sort(key=lambda i: (-run.scores[i], i))
     run.lap("rank", started)
 
 

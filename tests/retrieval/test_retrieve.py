@@ -61,7 +61,12 @@ def test_items_carry_factors_provenance_and_ref(g: Grimoire, clock: FrozenClock)
         multiplier = 1.0
         for f in factors.values():
             multiplier *= f.get("multiplier", 1.0)
-        assert item["score"] == pytest.approx(total * multiplier, abs=1e-5)
+        # the boosted score, then the relevance gate: tier first, the boosted score inside
+        boosted = total * multiplier
+        relevance = factors["relevance"]
+        assert relevance["boosted"] == pytest.approx(boosted, abs=1e-5)
+        assert item["score"] == pytest.approx(
+            relevance["tier"] + boosted / (1 + boosted), abs=1e-5)
     assert [i["rank"] for i in result["items"]] == list(range(1, len(result["items"]) + 1))
     assert swap["backend_ranks"]["vector"] >= 1
     assert {"embed", "candidates", "rank", "respond", "total"} <= set(result["trace"]["ms"])

@@ -79,6 +79,12 @@ class TermSample:
                 self._docs.append(terms)
                 self._counts.update(terms)
 
+    @property
+    def size(self) -> int:
+        """How many texts the sample holds."""
+        with self._lock:
+            return len(self._docs)
+
     def share(self, word: str) -> float:
         """Estimated fraction of documents containing ``word`` (0 with an empty sample)."""
         return self.term_share(_norm(word))
