@@ -458,6 +458,7 @@ def _upsert_edges(ctx: Context, edges: list[_Edge], now: int) -> int:
             ctx.semantic.upsert_edge(CausalEdge(
                 cause, effect, EdgeKind.DISCOVERED, weight=weight, relationship=relationship,
                 lag_ms=lag, evidence_count=(old.evidence_count + 1) if old else 1), now=now)
+        ctx.semantic.bound_fan_in({e[1] for e in edges}, ctx.config.retrieval.causal_max_fan_in)
     return len(edges)
 
 

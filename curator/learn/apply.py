@@ -184,6 +184,8 @@ def _edges(ctx: Context, op: Operation, by_id: Mapping[str, Episode], relationsh
         with ctx.semantic.transaction():
             for edge in edges:
                 ctx.semantic.upsert_edge(edge, now=now)
+            ctx.semantic.bound_fan_in({e.effect_id for e in edges},
+                                      ctx.config.retrieval.causal_max_fan_in)
 
     ctx.writer.call(write)
     return len(edges)

@@ -319,6 +319,11 @@ class RetrievalConfig:
          "safety_incident"],
         "episode types auto-linked to their likely predecessors on write (seed 000 links every "
         "new event; an observation is a memory, not an event: add it to link those too)")
+    causal_max_fan_in: int = opt(
+        5, "at most this many inferred causal edges (auto, discovered, kg) into one effect: "
+        "the strongest are kept, weaker ones deleted (explicit edges are never dropped); seed "
+        "000 linked every similar recent event, which gave an alert ~30 'causes' that lifted "
+        "unrelated trades in retrieval", positive=True)
     auto_link_min_similarity: float = opt(
         0.3, "auto-link: a predecessor needs at least this cosine (0 = seed 000's ungated form, "
         "which links every event close in time whatever it says)")

@@ -14,7 +14,8 @@
   default — seed 000 links every new event, and an observation is a memory, not an
   event) is auto-linked (seed 000 ``auto_link_predecessors``,
   ``retrieval.auto_link_*``) to the recent episodes close to it in time and
-  meaning.
+  meaning. An effect keeps at most ``retrieval.causal_max_fan_in`` inferred causes, the
+  strongest (``SemanticStore.bound_fan_in``).
 
 Chains and the TCMF boost follow explicit, auto, discovered and KG edges;
 outcome edges (caused_success / caused_failure / irrelevant) link entries to
@@ -235,5 +236,7 @@ def link_new_episodes(ctx: Context, episodes: Sequence[Any], vectors: np.ndarray
     with ctx.semantic.transaction():
         for edge in edges:
             ctx.semantic.upsert_edge(edge, now=now)
+        dropped = ctx.semantic.bound_fan_in({e.effect_id for e in edges},
+                                            ctx.config.retrieval.causal_max_fan_in)
     log.info("causal.auto_link", edges=len(edges),
-             auto=sum(1 for e in edges if e.kind is EdgeKind.AUTO))
+             auto=sum(1 for e in edges if e.kind is EdgeKind.AUTO), dropped=dropped)

@@ -159,6 +159,7 @@ def _on_writer(ctx: Context, fn: Any, *args: Any) -> None:
 
 def _record_edge(ctx: Context, edge: CausalEdge, item_hash: str) -> None:
     ctx.semantic.upsert_edge(edge, now=ctx.now())
+    ctx.semantic.bound_fan_in([edge.effect_id], ctx.config.retrieval.causal_max_fan_in)
     ctx.semantic.set_meta(_LEDGER + item_hash, f"{edge.cause_id}>{edge.effect_id}")
 
 

@@ -179,3 +179,22 @@ def test_every_event_type_is_auto_linked(g: Grimoire, clock: FrozenClock, kind: 
     clock.advance(MINUTE)
     note = g.episode_write(text="eth oracle price lag noted once more")["id"]
     assert g.context.semantic.edges_to(note) == []
+
+
+def test_auto_linking_keeps_an_events_strongest_causes_only(g: Grimoire,
+                                                             clock: FrozenClock) -> None:
+    """An alert among many similar recent events gets retrieval.causal_max_fan_in (5)
+    inferred causes, the strongest, not one per event (the demo's alerts had ~30)."""
+    recent = []
+    for i in range(12):
+        recent.append(g.episode_write(text=f"eth oracle price lagging behind spot {i}")["id"])
+        clock.advance(MINUTE)
+    hinted = g.episode_write(text="someone said the oracle was fine")["id"]
+    g.causal_link(cause_id=recent[0], effect_id=hinted)  # explicit: never dropped
+    alert = g.episode_write(text="eth oracle price lagging behind spot: stale liquidation",
+                            type="clade_alert", causal_hint=hinted)["id"]
+    bound = g.context.config.retrieval.causal_max_fan_in
+    inferred = g.context.semantic.edges_to(alert, [EdgeKind.AUTO])
+    assert len(inferred) == bound
+    assert recent[-1] in {e.cause_id for e in inferred}  # nearest in time: strongest
+    assert g.context.semantic.get_edge(hinted, alert, EdgeKind.EXPLICIT) is not None

@@ -79,6 +79,12 @@ class SemanticBase:
         with self._write("upsert_edge") as conn:
             return causal.upsert_edge(conn, edge, at)
 
+    def bound_fan_in(self, effect_ids: Iterable[str], max_fan_in: int) -> int:
+        """Keep the ``max_fan_in`` strongest inferred edges into each effect; returns how
+        many were deleted (``semantic_causal.bound_fan_in``)."""
+        with self._write("bound_fan_in") as conn:
+            return causal.bound_fan_in(conn, effect_ids, max_fan_in)
+
     def get_edge(self, cause_id: str, effect_id: str,
                  kind: EdgeKind | str = EdgeKind.EXPLICIT) -> CausalEdge | None:
         with store_errors("get_edge"):

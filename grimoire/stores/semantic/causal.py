@@ -23,9 +23,11 @@ from grimoire.records import parse_enum
 from grimoire.stores.semantic.types import CAUSAL_KINDS, CausalEdge, CausalHop, EdgeKind
 
 __all__ = [
+    "INFERRED_KINDS",
     "MAX_DEPTH",
     "Direction",
     "bfs",
+    "bound_fan_in",
     "count_edges",
     "edges_from",
     "edges_to",
@@ -36,6 +38,10 @@ __all__ = [
 
 Direction = Literal["backward", "forward"]
 MAX_DEPTH = 32
+# Edges a program inferred (auto-linking, discovery, the knowledge graph): bounded per
+# effect and left to decay when they never help. Explicit edges are the agent's word and
+# outcome edges its record of decisions: never pruned here.
+INFERRED_KINDS = (EdgeKind.AUTO, EdgeKind.DISCOVERED, EdgeKind.KG)
 
 _COLS = ("cause_id, effect_id, kind, weight, relationship, lag_ms, evidence_count, "
          "created_at, updated_at")
@@ -79,6 +85,27 @@ def upsert_edge(conn: apsw.Connection, edge: CausalEdge, now: int) -> CausalEdge
     if stored is None:  # cannot happen inside the writing transaction
         raise StoreError(f"causal edge {e.cause_id} -> {e.effect_id} vanished after upsert")
     return stored
+
+
+def bound_fan_in(conn: apsw.Connection, effect_ids: Iterable[str], max_fan_in: int) -> int:
+    """Keep at most ``max_fan_in`` inferred edges into each of ``effect_ids``: the
+    strongest (weight, then the most recently confirmed, then the newest); delete the
+    rest. Returns how many were deleted."""
+    if isinstance(max_fan_in, bool) or not isinstance(max_fan_in, int) or max_fan_in < 1:
+        raise ValidationError(f"must be an integer >= 1, got {max_fan_in!r}",
+                              field="retrieval.causal_max_fan_in")
+    ids = sorted(set(effect_ids))
+    if not ids:
+        return 0
+    kinds = json.dumps([k.value for k in INFERRED_KINDS])
+    before = conn.total_changes()
+    conn.execute(
+        "DELETE FROM causal_edges WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+        "(PARTITION BY effect_id ORDER BY weight DESC, updated_at DESC, id DESC) AS place "
+        "FROM causal_edges WHERE effect_id IN (SELECT value FROM json_each(?)) "
+        "AND kind IN (SELECT value FROM json_each(?))) WHERE place > ?)",
+        (json.dumps(ids), kinds, max_fan_in))
+    return int(conn.total_changes() - before)
 
 
 def get_edge(

@@ -160,3 +160,56 @@ def test_bfs_matches_a_reference_walk(store: SemanticStore, edges: dict[tuple[st
         assert h.edge.cause_id == h.node_id
         prev = got.get(h.edge.effect_id, (0, 1.0))
         assert prev[0] == h.depth - 1
+
+
+_INFERRED = (EdgeKind.AUTO, EdgeKind.DISCOVERED, EdgeKind.KG)
+
+
+_runs = iter(range(10**9))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.tuples(
+    st.integers(0, 11), st.sampled_from(["x", "y"]),
+    st.sampled_from([*_INFERRED, EdgeKind.EXPLICIT]),
+    st.floats(0.01, 1.0)), min_size=1, max_size=10), min_size=1, max_size=5),
+    bound=st.integers(1, 4))
+def test_fan_in_keeps_the_strongest_inferred_causes_and_every_explicit_one(
+        store: SemanticStore, batches: list[list[tuple[int, str, EdgeKind, float]]],
+        bound: int) -> None:
+    run = next(_runs)  # the fixture's store is shared by the examples: fresh ids each
+    live: dict[tuple[str, str, EdgeKind], float] = {}
+    for now, batch in enumerate(batches, start=1):
+        touched = set()
+        for cause, effect, kind, weight in batch:
+            key = (f"c{cause}", f"{effect}{run}", kind)
+            live[key] = round(weight, 3)
+            store.upsert_edge(CausalEdge(*key, live[key]), now=now)
+            touched.add(key[1])
+        store.bound_fan_in(touched, bound)
+        for effect in touched:
+            kept = {(e.cause_id, e.effect_id, e.kind): e.weight
+                    for e in store.edges_to(effect, kinds=_INFERRED)}
+            offered = {k: w for k, w in live.items() if k[1] == effect and k[2] in _INFERRED}
+            assert len(kept) == min(bound, len(offered))
+            assert kept.items() <= offered.items()
+            dropped = [w for k, w in offered.items() if k not in kept]
+            assert not dropped or max(dropped) <= min(kept.values())
+            for key in set(offered) - set(kept):
+                del live[key]
+    for (cause, effect, kind), weight in live.items():  # explicit ones all survive
+        stored = store.get_edge(cause, effect, kind)
+        assert stored is not None and stored.weight == weight
+
+
+def test_fan_in_drops_the_weakest_first(store: SemanticStore) -> None:
+    for i, weight in enumerate((0.9, 0.2, 0.5, 0.7, 0.1)):
+        store.upsert_edge(CausalEdge(f"a{i}", "e", EdgeKind.AUTO, weight), now=1)
+    store.upsert_edge(CausalEdge("b", "e", EdgeKind.EXPLICIT, 0.05), now=1)
+    assert store.bound_fan_in(["e"], 3) == 2
+    kept = store.edges_to("e")
+    assert [(e.cause_id, e.weight) for e in kept] == [
+        ("a0", 0.9), ("a3", 0.7), ("a2", 0.5), ("b", 0.05)]
+    with pytest.raises(ValidationError, match="causal_max_fan_in"):
+        store.bound_fan_in(["e"], 0)
