@@ -45,7 +45,7 @@ from grimoire.gate.decay import effective_confidence
 from grimoire.records import EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import QuarantineRecord
 
-__all__ = ["compact_episodes", "decay", "demote_and_prune", "review_quarantine"]
+__all__ = ["compact_episodes", "decay", "demote_and_prune", "prune_edges", "review_quarantine"]
 
 
 def decay(cy: Cycle) -> dict[str, Any]:
@@ -175,6 +175,16 @@ def review_quarantine(cy: Cycle) -> dict[str, Any]:
         ctx.writer.call(functools.partial(_resolve, ctx, record, action, why, cy.number, cy.now))
         refresh(cy, [held.id])
     return counts
+
+
+def prune_edges(cy: Cycle) -> dict[str, Any]:
+    """Causal edges earn their place: delete the inferred ones (auto, discovered, kg) that
+    no decision was served on its causal chain and no discovery confirmed for
+    ``retrieval.causal_edge_ttl_hours`` of the cycle's clock (data time). Explicit and
+    outcome edges stay."""
+    ttl_ms = int(cy.ctx.config.retrieval.causal_edge_ttl_hours * 3_600_000)
+    pruned = cy.ctx.writer.call(lambda: cy.ctx.semantic.prune_unused_edges(cy.now - ttl_ms))
+    return {"pruned": int(pruned)}
 
 
 def compact_episodes(cy: Cycle) -> dict[str, Any]:

@@ -40,7 +40,13 @@ from typing import Any
 from curator.cycle.bloodstain import bloodstains
 from curator.cycle.evidence import cross_reference_causal, validate_predictions
 from curator.cycle.learn import compress, distil
-from curator.cycle.lifecycle import compact_episodes, decay, demote_and_prune, review_quarantine
+from curator.cycle.lifecycle import (
+    compact_episodes,
+    decay,
+    demote_and_prune,
+    prune_edges,
+    review_quarantine,
+)
 from curator.cycle.promote import parameterize, promote
 from curator.cycle.state import STATE_KEY, Cycle, CycleState, entries, load_window
 from curator.cycle.summaries import hierarchical_summaries, update_regions
@@ -78,6 +84,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("decay", decay),
     ("demote_prune", demote_and_prune),
     ("causal", cross_reference_causal),
+    ("edges", prune_edges),
     ("quarantine", review_quarantine),
     ("compact", compact_episodes),
     ("summaries", hierarchical_summaries),

@@ -324,6 +324,11 @@ class RetrievalConfig:
         "the strongest are kept, weaker ones deleted (explicit edges are never dropped); seed "
         "000 linked every similar recent event, which gave an alert ~30 'causes' that lifted "
         "unrelated trades in retrieval", positive=True)
+    causal_edge_ttl_hours: float = opt(
+        48.0, "an inferred causal edge (auto, discovered, kg) that no retrieval has served "
+        "(on its causal chain) and no discovery has confirmed for this long (the injected "
+        "clock: data time) is pruned by the curator; 48 = the episodes' recency half-life",
+        positive=True)
     auto_link_min_similarity: float = opt(
         0.3, "auto-link: a predecessor needs at least this cosine (0 = seed 000's ungated form, "
         "which links every event close in time whatever it says)")

@@ -73,6 +73,7 @@ The stages live in small modules: ``stages.params`` (validation),
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -427,6 +428,9 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
         result["decision"] = {"mode": run.decision.mode.value, "k": run.decision.k,
                               "kinds": list(run.decision.kinds), "reason": run.decision.reason}
     links, nodes = chain_for(ctx, run.start, req.at) if run.start and run.found else ([], {})
+    if len(links) > 1 and deciding:  # the chain served to a decision: its edges were used
+        run.log_job = dataclasses.replace(run.log_job, edges_used=tuple(
+            (cause.id, effect.id) for cause, effect in itertools.pairwise(links)))
     if len(links) > 1:
         result["causal_chain"] = {
             "event_id": run.start, "chain": chain_items(links, nodes),

@@ -198,3 +198,39 @@ def test_auto_linking_keeps_an_events_strongest_causes_only(g: Grimoire,
     assert len(inferred) == bound
     assert recent[-1] in {e.cause_id for e in inferred}  # nearest in time: strongest
     assert g.context.semantic.get_edge(hinted, alert, EdgeKind.EXPLICIT) is not None
+
+
+def test_inferred_edges_no_decision_used_are_pruned_after_their_ttl(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Causal edges earn their place: the curator prunes an inferred edge nobody was
+    served on a causal chain for retrieval.causal_edge_ttl_hours (48) of data time; one
+    served to a decision lives on from that use; the agent's explicit edges stay."""
+    from curator.cycle.run import run_cycle
+    from tests.retrieval.retrieve_support import settle
+
+    hour = 3_600_000
+    served_cause = g.episode_write(text="eth oracle price lagging behind spot")["id"]
+    idle_cause = g.episode_write(text="gas fees spiking on base chain")["id"]
+    clock.advance(MINUTE)
+    served = g.episode_write(text="eth oracle price lagging behind spot by 3 blocks",
+                             type="clade_alert")["id"]
+    idle = g.episode_write(text="gas fees spiking on base chain again",
+                           type="clade_alert")["id"]
+    g.causal_link(cause_id=idle_cause, effect_id=idle)  # explicit beside the auto edge
+    semantic = g.context.semantic
+    assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is not None
+    assert semantic.get_edge(idle_cause, idle, EdgeKind.AUTO) is not None
+    clock.advance(30 * hour)
+    result = g.retrieve(query="eth oracle price lagging behind spot by 3 blocks")
+    assert [link["id"] for link in result["causal_chain"]["chain"]] == [served_cause, served]
+    g.retrieve(query="gas fees spiking on base chain again", mode="browse")  # not a decision
+    settle(g)
+    clock.advance(30 * hour)  # 60 h after the edges were made, 30 h after the use
+    summary = run_cycle(g.context)
+    assert summary["phases"]["edges"]["pruned"] == 1
+    assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is not None
+    assert semantic.get_edge(idle_cause, idle, EdgeKind.AUTO) is None
+    assert semantic.get_edge(idle_cause, idle, EdgeKind.EXPLICIT) is not None
+    clock.advance(49 * hour)  # the use is old now too
+    assert run_cycle(g.context)["phases"]["edges"]["pruned"] == 1
+    assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is None

@@ -50,6 +50,8 @@ class LogJob:
     latency_ms: float | None = None  # the retrieval's wall time, as its trace reports it
     # Every pooled item's breakdown: the baseline (per factor, the pool's mean) comes from them
     pool_factors: Sequence[Breakdown] = field(default=())
+    # (cause, effect) of the causal chain served to a decision: one use each
+    edges_used: tuple[tuple[str, str], ...] = field(default=())
 
 
 def _rounded(breakdown: Breakdown) -> dict[str, dict[str, float]]:
@@ -96,6 +98,8 @@ def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
                 ctx.semantic.touch_episodes(job.episode_ids, now=job.now)
             if job.entry_ids:
                 ctx.semantic.bump_entry_access(job.entry_ids)
+            if job.edges_used:
+                ctx.semantic.mark_edges_used(job.edges_used, now=job.now)
     return [None] * len(jobs)
 
 

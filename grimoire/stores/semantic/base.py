@@ -85,6 +85,18 @@ class SemanticBase:
         with self._write("bound_fan_in") as conn:
             return causal.bound_fan_in(conn, effect_ids, max_fan_in)
 
+    def mark_edges_used(self, pairs: Iterable[tuple[str, str]], *, now: int | None = None,
+                        ) -> int:
+        """One use of the edges between each (cause, effect) pair, at ``now``."""
+        at = self._now(now)
+        with self._write("mark_edges_used") as conn:
+            return causal.mark_used(conn, pairs, at)
+
+    def prune_unused_edges(self, before: int) -> int:
+        """Delete inferred edges neither used nor confirmed since ``before``; how many."""
+        with self._write("prune_unused_edges") as conn:
+            return causal.prune_unused(conn, before)
+
     def get_edge(self, cause_id: str, effect_id: str,
                  kind: EdgeKind | str = EdgeKind.EXPLICIT) -> CausalEdge | None:
         with store_errors("get_edge"):

@@ -33,6 +33,8 @@ __all__ = [
     "edges_to",
     "get_edge",
     "list_edges",
+    "mark_used",
+    "prune_unused",
     "upsert_edge",
 ]
 
@@ -106,6 +108,32 @@ def bound_fan_in(conn: apsw.Connection, effect_ids: Iterable[str], max_fan_in: i
         "AND kind IN (SELECT value FROM json_each(?))) WHERE place > ?)",
         (json.dumps(ids), kinds, max_fan_in))
     return int(conn.total_changes() - before)
+
+
+def mark_used(conn: apsw.Connection, pairs: Iterable[tuple[str, str]], at: int) -> int:
+    """Count one use of every edge (any kind) from cause to effect for each pair, at ``at``
+    (``used_at`` never moves back); returns how many edges were touched."""
+    rows = sorted(set(pairs))
+    if not rows:
+        return 0
+    before = conn.total_changes()
+    conn.execute(
+        "UPDATE causal_edges SET uses = uses + 1, used_at = max(coalesce(used_at, ?1), ?1) "
+        "WHERE (cause_id, effect_id) IN (SELECT json_extract(value, '$[0]'), "
+        "json_extract(value, '$[1]') FROM json_each(?2))",
+        (int(at), json.dumps(rows)))
+    return int(conn.total_changes() - before)
+
+
+def prune_unused(conn: apsw.Connection, before: int) -> int:
+    """Delete the inferred edges last used or confirmed (``used_at``, ``updated_at``)
+    before ``before``; returns how many."""
+    before_changes = conn.total_changes()
+    conn.execute(
+        "DELETE FROM causal_edges WHERE kind IN (SELECT value FROM json_each(?)) "
+        "AND max(updated_at, coalesce(used_at, updated_at)) < ?",
+        (json.dumps([k.value for k in INFERRED_KINDS]), int(before)))
+    return int(conn.total_changes() - before_changes)
 
 
 def get_edge(

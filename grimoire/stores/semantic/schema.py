@@ -262,8 +262,17 @@ CREATE TABLE entry_evidence (
 ) STRICT, WITHOUT ROWID;
 """
 
+# Causal edges earn their place (issue 24): a retrieval that serves an edge (on the causal
+# chain it returns) counts a use at its instant; inferred edges whose last use or
+# confirmation is older than retrieval.causal_edge_ttl_hours are pruned by the curator.
+# Edges from before the migration read as never used.
+_V6 = """
+ALTER TABLE causal_edges ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE causal_edges ADD COLUMN used_at INTEGER;
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

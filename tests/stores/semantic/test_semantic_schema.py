@@ -15,6 +15,7 @@ from grimoire.errors import (
     ValidationError,
 )
 from grimoire.stores.semantic import schema as semantic_schema
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 from grimoire.stores.sqlite import connect
 from tests.stores.semantic.test_semantic_support import (
     DIM,
@@ -182,4 +183,23 @@ def test_a_version_3_store_gains_the_evidence_table_through_migrations_4_and_5(
     with open_store(path) as store:
         assert store.record_evidence("e", ["a"], "confirm", cycle=1, now=1) == ["a"]
         assert store.count_evidence("e") == (1, 0)
-    assert _user_version(path) == semantic_schema.SCHEMA_VERSION == 5
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION >= 5
+
+
+def test_a_version_5_store_gains_edge_uses_through_migration_6(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 6 (issue 24) adds uses / used_at to causal_edges: an edge from before it
+    reads as never used, then counts its uses."""
+    path = tmp_path / "s.sqlite"
+    monkeypatch.setattr(semantic_schema, "MIGRATIONS", semantic_schema.MIGRATIONS[:5])
+    monkeypatch.setattr(semantic_schema, "SCHEMA_VERSION", 5)
+    with open_store(path) as store:
+        store.upsert_edge(CausalEdge("a", "b", EdgeKind.AUTO, 0.5), now=10)
+    monkeypatch.undo()
+    with open_store(path) as store:
+        assert store.mark_edges_used([("a", "b"), ("a", "b"), ("x", "y")], now=30) == 1
+        assert store.mark_edges_used([("a", "b")], now=20) == 1  # used_at never moves back
+        assert store.prune_unused_edges(before=30) == 0
+        assert store.prune_unused_edges(before=31) == 1
+    assert _user_version(path) == semantic_schema.SCHEMA_VERSION >= 6
