@@ -25,9 +25,9 @@ import structlog
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.embed import FastEmbedEmbedder
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import FastEmbedEmbedder
 
 T0 = 1_767_225_600_000
 STEP_MS = 180_000

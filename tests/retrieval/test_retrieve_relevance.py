@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
-from grimoire.embed import embed_one
+from grimoire.models.embedders import embed_one
 from tests.retrieval.retrieve_support import HOUR, open_grimoire
 
 MINUTE = 60_000

@@ -432,6 +432,8 @@ def test_public_surface() -> None:
         "record_playbook_listing", "playbook_listings", "playbook_cycles", "retrieval_series",
         # opened with read_only=True (a reader beside the daemon)
         "read_only",
+        # causal edges earn their place: bounded fan-in, uses, pruning of unused edges
+        "bound_fan_in", "mark_edges_used", "prune_unused_edges",
     }
 
 
