@@ -1,7 +1,7 @@
 """Relevance first on a demo-like store: edges per episode and exact-text ranks (issue 24).
 
-    .venv/bin/python scripts/bench_relevance.py                 # 900 ticks, seed 7
-    .venv/bin/python scripts/bench_relevance.py --ticks 300     # quick
+    .venv/bin/python scripts/bench_causal.py --part relevance           # 900 ticks, seed 7
+    .venv/bin/python scripts/bench_causal.py --part relevance --quick   # 300 ticks
 
 Drives the market simulator (the README demo's feed, default scenario) through the
 facade tick by tick with the daemon's default config (curator every 50 ticks) and the
@@ -16,13 +16,13 @@ bundled model, FrozenClock advanced by the scenario's tick. Then prints:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
 
+from benches import apply_quick
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.feeds import SimFeed, load_scenario
@@ -38,7 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=900)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--quick", action="store_true", help="300 ticks, 15 queries")
     args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"ticks": 300, "queries": 15})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     clock = FrozenClock(T0)
     with tempfile.TemporaryDirectory(prefix="bench-relevance-") as tmp, Grimoire.open(
@@ -78,7 +81,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rank, text in sorted(worst)[-5:]:
             print(f"  rank {rank}: {text}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
