@@ -36,7 +36,10 @@ def test_shipped_scenarios_load() -> None:
     assert default.hour_windows[0].hours == (2, 4)
     assert default.outcome_rules[0].regime is Regime.HIGH_VOL
     assert default.lead_lags[0].follow_regime is Regime.HIGH_VOL
-    assert {"slippage_evening", "pair_hour", "lp_lowvol"} <= set(shipped_scenarios())
+    assert {"slippage_evening", "pair_hour", "lp_lowvol", "size_threshold", "reversal_pair",
+            "interaction", "many_pairs", "unlabelled"} <= set(shipped_scenarios())
+    assert load_scenario("size_threshold").outcome_rules[0].size_usd == (6200.0, float("inf"))
+    assert load_scenario("unlabelled").unlabelled_actions == 1.0
     null = load_scenario("null")
     assert not (null.hour_windows or null.outcome_rules or null.lead_lags)
     assert len({p for p in null.regime_params.values()}) == 1  # regimes are mere labels
@@ -89,7 +92,7 @@ def test_custom_path_works(tmp_path: Path) -> None:
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError,
-                       match=r"daemon.scenario: cannot read .*default, lp_lowvol, null"):
+                       match=r"daemon.scenario: cannot read .*default, interaction, lp_lowvol"):
         load_scenario(str(tmp_path / "nope.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n", encoding="utf-8")
@@ -176,6 +179,16 @@ ERRORS: list[tuple[str, Mutation, str]] = [
     ("rule unknown condition", _set("regularities/1/when/pool", "x"),
      r"regularities\[1\]\.when\.pool: unknown key"),
     ("empty rule", _set("regularities/1/when", {}), r"regularities\[1\]\.when: needs"),
+    ("size with no bound", _set("regularities/1/when/size_usd", {}),
+     r"regularities\[1\]\.when\.size_usd: needs above, below or both"),
+    ("size bounds crossed", _set("regularities/1/when/size_usd", {"above": 3000, "below": 1000}),
+     r"regularities\[1\]\.when\.size_usd: above 3000 is not below 1000"),
+    ("size nobody trades", _set("regularities/1/when/size_usd", {"above": 50_000}),
+     r"regularities\[1\]\.when\.size_usd: no strategy of the rule trades sizes on both"),
+    ("size unknown key", _set("regularities/1/when/size_usd", {"over": 3000}),
+     r"regularities\[1\]\.when\.size_usd\.over: unknown key"),
+    ("unlabelled above 1", _set("regimes/unlabelled_actions", 1.5),
+     r"regimes\.unlabelled_actions: must be <= 1"),
     ("lead with observation type", _set("regularities/2/lead/type", "observation"),
      r"regularities\[2\]\.lead\.type"),
     ("follow-up with a rate", _set("regularities/2/follow",
@@ -242,3 +255,40 @@ def test_custom_hour_rules_and_metric_windows_apply() -> None:
            and e["actions"] == ["rebalance"] and not 2 <= hour(e) < 4]
     assert len(night) >= 5 and set(night) == {"negative"}
     assert 0.2 < day.count("negative") / len(day) < 0.5
+
+
+def _poll(raw: dict[str, Any], seed: int, ticks: int) -> list[dict[str, Any]]:
+    sim = SimFeed(parse_scenario(raw), seed=seed)
+    return [e for t in range(ticks) for e in sim.poll(t, 1_767_225_600_000 + t * 180_000)]
+
+
+def test_size_threshold_rule_follows_the_action_own_size() -> None:
+    """An outcome rule on the action's own trade size: big swaps lose, small ones do not."""
+    raw = raw_default()
+    raw["regularities"] = [{"name": "big_swaps_lose", "kind": "outcome_rate",
+                            "when": {"action": "swap", "size_usd": {"above": 3500}},
+                            "negative_rate": 1.0}]
+    acts = [e for e in _poll(raw, 4, 1500) if e["type"] == "action"
+            and e["actions"] == ["swap"]]
+    big = [e["outcome"] for e in acts if e["metrics"]["size_usd"] >= 3500]
+    small = [e["outcome"] for e in acts if e["metrics"]["size_usd"] < 3500]
+    assert len(big) >= 50 and set(big) == {"negative"}
+    assert 0.2 < small.count("negative") / len(small) < 0.5
+
+
+def test_unlabelled_actions_carry_no_regime() -> None:
+    """unlabelled_actions leaves that share of action episodes without a regime; the
+    observations keep theirs, and every other draw of the run is unchanged."""
+    raw = raw_default()
+    raw["regimes"]["unlabelled_actions"] = 0.5
+    eps = _poll(raw, 6, 800)
+    plain = _poll(raw_default(), 6, 800)
+    acts = [e for e in eps if e["type"] == "action"]
+    bare = [e for e in acts if e["regime"] is None]
+    assert 0.4 < len(bare) / len(acts) < 0.6
+    assert all(e["regime"] is not None for e in eps if e["type"] != "action")
+    for e in bare:
+        episode_from_params(e, id="x", now_ms=e["timestamp"])  # valid without a regime
+    strip = ("regime",)
+    assert ([{k: v for k, v in e.items() if k not in strip} for e in eps]
+            == [{k: v for k, v in e.items() if k not in strip} for e in plain])

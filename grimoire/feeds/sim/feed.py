@@ -35,10 +35,10 @@ from grimoire.feeds.sim.render import (
     observation_params,
     shift_params,
 )
-from grimoire.feeds.sim.scenario import Event, LeadLag, Level, Scenario, Strategy
+from grimoire.feeds.sim.scenario import Event, LeadLag, Level, OutcomeRule, Scenario, Strategy
 from grimoire.records.enums import Regime
 
-__all__ = ["SimFeed"]
+__all__ = ["SimFeed", "rule_holds"]
 
 _GAS_JITTER = Level(1.0, 0.05)  # execution gas vs the tick's level
 _SLIPPAGE_JITTER = Level(1.0, 0.10)
@@ -64,6 +64,8 @@ class SimFeed:
         self._rng = np.random.Generator(np.random.PCG64(seed))
         # A stream of its own, so that label noise leaves every other draw as it was.
         self._label_rng = np.random.Generator(np.random.PCG64([seed, 0x4C4142454C]))
+        # And one for which actions go unlabelled (scenario.unlabelled_actions).
+        self._bare_rng = np.random.Generator(np.random.PCG64([seed, 0x42415245]))
         self._label = scenario.initial_regime
         gas, slippage = scenario.levels["gas_gwei"], scenario.levels["slippage_bps"]
         self._state = MarketState(regime=scenario.initial_regime, price=scenario.start_price,
@@ -158,13 +160,10 @@ class SimFeed:
         return fired
 
     def _negative_rate(self, strategy: Strategy, action: str, pair: str, tick: int,
-                       hour: int) -> float:
+                       hour: int, size_usd: float) -> float:
         for rule in self.scenario.outcome_rules:
-            if ((rule.action is None or rule.action == action)
-                    and (rule.token_pair is None or rule.token_pair == pair)
-                    and (rule.regime is None or rule.regime is self._state.regime)
-                    and (rule.strategy is None or rule.strategy == strategy.name)
-                    and (rule.hours is None or in_hours(hour, rule.hours))):
+            if rule_holds(rule, strategy=strategy.name, action=action, pair=pair,
+                          regime=self._state.regime, hour=hour, size_usd=size_usd):
                 if is_reversed(rule.reverse_at_tick, tick):
                     return rule.reversed_negative_rate
                 return rule.negative_rate
@@ -176,7 +175,8 @@ class SimFeed:
         action = _choose(rng, strategy.actions)
         pair = _choose(rng, strategy.pairs)
         size = float(rng.uniform(*strategy.size_usd))
-        negative = rng.random() < self._negative_rate(strategy, action, pair, tick, market.hour)
+        negative = rng.random() < self._negative_rate(strategy, action, pair, tick, market.hour,
+                                                      size)
         magnitude = lognormal(rng, sc.return_bps)
         return_bps = -magnitude if negative else magnitude
         gain = round(size * return_bps / 10_000.0, 2)
@@ -189,10 +189,28 @@ class SimFeed:
         expected = strategy.expected_return_bps * lognormal(rng, _PREDICTION_JITTER)
         prediction = {"expected_return_bps": expected, "expected_gas_gwei": st.gas_ema,
                       "expected_slippage_bps": st.slippage_ema}
-        return action_params(sc, tick, now_ms, self._label, index, strategy=strategy.name,
+        # Whether this action carries the agent's regime estimate at all (its own stream,
+        # drawn only when the scenario leaves some actions unlabelled).
+        label: Regime | None = self._label
+        if sc.unlabelled_actions > 0 and self._bare_rng.random() < sc.unlabelled_actions:
+            label = None
+        return action_params(sc, tick, now_ms, label, index, strategy=strategy.name,
                              tool=strategy.tool, action=action, pair=pair, size_usd=size,
                              return_bps=return_bps, gain=gain, gas_gwei=gas,
                              slippage_bps=slippage, fees=fees, prediction=prediction)
+
+
+def rule_holds(rule: OutcomeRule, *, strategy: str, action: str, pair: str, regime: Regime,
+               hour: int, size_usd: float) -> bool:
+    """Whether an action meets every condition of an outcome rule (``regime``: the true one,
+    not the label the agent writes; ``hour``: UTC hour of the action's timestamp)."""
+    return ((rule.action is None or rule.action == action)
+            and (rule.token_pair is None or rule.token_pair == pair)
+            and (rule.regime is None or rule.regime is regime)
+            and (rule.strategy is None or rule.strategy == strategy)
+            and (rule.hours is None or in_hours(hour, rule.hours))
+            and (rule.size_usd is None
+                 or rule.size_usd[0] <= size_usd < rule.size_usd[1]))
 
 
 def _choose(rng: np.random.Generator, weighted: tuple[tuple[str, float], ...]) -> str:

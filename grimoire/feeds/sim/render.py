@@ -32,9 +32,10 @@ def money(usd: float, *, signed: bool = False) -> str:
     return f"{sign}${value:,.2f}"
 
 
-def _base(scenario: Scenario, kind: EpisodeType, tick: int, now_ms: int, regime: Regime,
-          ref: str) -> dict[str, Any]:
-    return {"type": kind.value, "timestamp": now_ms, "tick_id": tick, "regime": regime.value,
+def _base(scenario: Scenario, kind: EpisodeType, tick: int, now_ms: int,
+          regime: Regime | None, ref: str) -> dict[str, Any]:
+    return {"type": kind.value, "timestamp": now_ms, "tick_id": tick,
+            "regime": None if regime is None else regime.value,
             "chain": scenario.chain, "ref": f"sim:{scenario.name}:t{tick}:{ref}"}
 
 
@@ -60,7 +61,8 @@ def shift_params(scenario: Scenario, tick: int, now_ms: int, old: Regime, new: R
             "metrics": {"price": round(price, 2), "realized_vol_bps": round(vol_bps, 2)}}
 
 
-def action_params(scenario: Scenario, tick: int, now_ms: int, regime: Regime, index: int, *,
+def action_params(scenario: Scenario, tick: int, now_ms: int, regime: Regime | None,
+                  index: int, *,
                   strategy: str, tool: str, action: str, pair: str, size_usd: float,
                   return_bps: float, gain: float, gas_gwei: float, slippage_bps: float,
                   fees: float, prediction: dict[str, float]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ drops a regularity. This module draws no random numbers and knows nothing of tic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,8 @@ class OutcomeRule:
     negative_rate: float
     reversed_negative_rate: float
     reverse_at_tick: int | None
+    # The action's own trade size: above <= size_usd < below (either end may be open).
+    size_usd: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,9 @@ class Scenario:
     # Gas each action uses (fees = gas × units × price + size × fee tier); None: the
     # simulator's defaults (sim_market.GAS_UNITS). A scenario states its world's costs.
     gas_units: Mapping[str, float] | None = None
+    # P(an action episode carries no regime label at all): the agent acts without writing
+    # down its estimate of the regime. Outcome rules still follow the true regime.
+    unlabelled_actions: float = 0.0
 
 
 def shipped_scenarios() -> list[str]:
@@ -222,7 +228,8 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
                         *MARKET_METRICS},
                        {"chain", "pair", "start_price", *MARKET_METRICS})
     levels = {m: _level(r, market[m], f"market.{m}") for m in MARKET_METRICS}
-    regimes, initial, params, transitions, label_noise = _regimes(r, top["regimes"])
+    regimes, initial, params, transitions, label_noise, unlabelled = _regimes(
+        r, top["regimes"])
     outcomes = r.mapping(top["outcomes"], "outcomes", {"base_negative_rate", "return_bps"},
                          {"base_negative_rate", "return_bps"})
     raw_strategies = top["strategies"]
@@ -280,13 +287,15 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         lead_lags=tuple(lead_lags),
         label_noise=label_noise,
         gas_units=_gas_units(r, market.get("gas_units")),
+        unlabelled_actions=unlabelled,
     )
 
 
 def _regimes(r: YamlReader, raw: Any) -> tuple[tuple[Regime, ...], Regime,
                                             dict[Regime, RegimeParams],
-                                            tuple[tuple[float, ...], ...], float]:
-    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions", "label_noise"},
+                                            tuple[tuple[float, ...], ...], float, float]:
+    m = r.mapping(raw, "regimes", {"initial", "params", "stay", "transitions", "label_noise",
+                                   "unlabelled_actions"},
                   {"initial", "params"})
     raw_params = m["params"]
     if not isinstance(raw_params, Mapping) or not raw_params:
@@ -332,7 +341,8 @@ def _regimes(r: YamlReader, raw: Any) -> tuple[tuple[Regime, ...], Regime,
     if label_noise > 0 and n < 2:
         raise r.fail("regimes.label_noise", "needs at least two regimes to mistake one for "
                                             "another")
-    return regimes, initial, params, tuple(matrix), label_noise
+    unlabelled = r.prob(m.get("unlabelled_actions", 0.0), "regimes.unlabelled_actions")
+    return regimes, initial, params, tuple(matrix), label_noise, unlabelled
 
 
 def _strategy(r: YamlReader, name: str, raw: Any, key: str) -> Strategy:
@@ -375,7 +385,7 @@ def _outcome_rule(r: YamlReader, raw: Any, key: str, regimes: tuple[Regime, ...]
     m = r.mapping(raw, key, {"name", "kind", "when", "negative_rate", "reversed_negative_rate",
                              "reverse_at_tick"}, {"name", "when", "negative_rate"})
     when = r.mapping(m["when"], f"{key}.when",
-                     {"action", "token_pair", "regime", "strategy", "hours"})
+                     {"action", "token_pair", "regime", "strategy", "hours", "size_usd"})
     if not when:
         raise r.fail(f"{key}.when", "needs at least one condition")
     rate = r.prob(m["negative_rate"], f"{key}.negative_rate")
@@ -394,18 +404,43 @@ def _outcome_rule(r: YamlReader, raw: Any, key: str, regimes: tuple[Regime, ...]
                                                f"(known: {', '.join(sorted(known[name]))})")
         return value
 
+    strategy = opt_text("strategy")
+    size = None if when.get("size_usd") is None else _size_range(
+        r, when["size_usd"], f"{key}.when.size_usd",
+        [s for s in strategies if strategy in (None, s.name)])
     return OutcomeRule(
         name=r.text(m["name"], f"{key}.name"), action=opt_text("action"),
         token_pair=opt_text("token_pair"),
         regime=None if when.get("regime") is None else r.regime(
             when["regime"], f"{key}.when.regime", regimes),
-        strategy=opt_text("strategy"),
+        strategy=strategy,
         hours=None if when.get("hours") is None else r.hours(when["hours"],
                                                              f"{key}.when.hours"),
         negative_rate=rate,
         reversed_negative_rate=r.prob(m.get("reversed_negative_rate", 1.0 - rate),
                                       f"{key}.reversed_negative_rate"),
-        reverse_at_tick=_reverse_at(r, m, key))
+        reverse_at_tick=_reverse_at(r, m, key), size_usd=size)
+
+
+def _size_range(r: YamlReader, raw: Any, key: str, strategies: list[Strategy]
+                ) -> tuple[float, float]:
+    """``{above: x, below: y}`` (at least one): above <= size < below, in USD. Some
+    strategy the rule covers must trade sizes on both sides of a given bound, or the
+    condition would hold for all of its actions or for none."""
+    m = r.mapping(raw, key, {"above", "below"})
+    if not m:
+        raise r.fail(key, "needs above, below or both (USD)")
+    lo = 0.0 if m.get("above") is None else r.number(m["above"], f"{key}.above", 0.0)
+    hi = math.inf if m.get("below") is None else r.number(m["below"], f"{key}.below", 0.0,
+                                                           strict_lo=True)
+    if hi <= lo:
+        raise r.fail(key, f"above {lo:g} is not below {hi:g}")
+    if not any(s.size_usd[0] < bound < s.size_usd[1] for s in strategies
+               for bound in (lo, hi) if 0.0 < bound < math.inf):
+        ranges = ", ".join(f"{s.name} {s.size_usd[0]:g}-{s.size_usd[1]:g}" for s in strategies)
+        raise r.fail(key, f"no strategy of the rule trades sizes on both sides of it "
+                          f"(size_usd: {ranges})")
+    return lo, hi
 
 
 def _lead_lag(r: YamlReader, raw: Any, key: str, regimes: tuple[Regime, ...]) -> LeadLag:
