@@ -8,7 +8,8 @@ Table 1 (issue 11), with the curator on as the daemon runs it: for each scenario
 seed, the planted regularities found in PLAYBOOK.md (recall), PLAYBOOK.md lines
 that match no planted regularity (spurious), the tick of the first correct line,
 the ticks a reversed rule took to leave after the reversal, and the largest ratio
-of ✓ to the episodes a line cites. Goals: recall ≥ 0.9, spurious 0, ratio ≤ 1.
+of ✓ to the episodes a line cites. Goals: recall ≥ 0.9, spurious 0, ratio ≤ 1. Table 2
+(issue 24): each planted regularity against its oracle (scripts/sim_oracle.py).
 
 For each (scenario, seed) it drives the facade tick by tick with the market
 simulator (FrozenClock advanced by the scenario's tick), distilling every 10
@@ -38,6 +39,7 @@ import numpy as np
 import structlog
 import yaml
 from benches import apply_quick
+from sim_oracle import oracle_cycles, print_table, reverse_tick, size_band_holds, tenure_for
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -111,7 +113,10 @@ def _outcome_test(rule: Any) -> Test:
             return False
         if rule.hours is not None and "hour_window" not in cond:
             return False
-        return set(cond) <= {"action", "regime", "token_pair", "chain", "hour_window", "tool"}
+        if not size_band_holds(rule, cond):
+            return False
+        return set(cond) <= {"action", "regime", "token_pair", "chain", "hour_window", "tool",
+                             "metric_band"}
     return test
 
 
@@ -395,9 +400,12 @@ def playbook_lines(markdown: str, by_id: dict[str, GrimoireEntry],
 def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
         curator_every: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     clock = FrozenClock(T0)
-    planted, effects, old = planted_of(load_scenario(scenario))
+    world = load_scenario(scenario)
+    planted, effects, old = planted_of(world)
+    reverse_at = reverse_tick(world) or REVERSAL_TICK
     pb: dict[str, Any] = {"found": set(), "spurious": 0, "first": None, "left": None,
-                          "ratio": 0.0, "lines": 0}
+                          "ratio": 0.0, "lines": 0, "reverse_at": reverse_at,
+                          "tenure": tenure_for(world, planted, old)}
     with tempfile.TemporaryDirectory() as tmp:
         config = Config(data_dir=str(Path(tmp) / "g")).replace(**{
             "episodes.flush_rows": 4096, "episodes.flush_ms": 10**12,
@@ -413,7 +421,7 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
                 summary = g.tick(now=now, feed_episodes=feed.poll(tick, now))
                 for d in summary.get("distilled", []):
                     runs.append(d)
-                    if tick > REVERSAL_TICK:
+                    if tick > reverse_at:
                         down_after += d["ops"]["DOWNVOTE"]
                 if tick % curator_every == 0:
                     _snapshot(g, (planted, effects, old), tick, ticks, curator_every, pb)
@@ -427,6 +435,7 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
         first = {name: min(((e.created_at - T0) // step for e in stored if test(e)),
                            default=None) for name, test in PLANTED.items()}
     ms = sorted(r["ms"] for r in runs) or [0.0]
+    oracle = oracle_cycles(scenario, seed, ticks, curator_every, config.distiller.alpha)
 
     def mean(key: str) -> float:
         return statistics.fmean(r[key] for r in runs) if runs else 0.0
@@ -443,7 +452,8 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
             "ratio": pb["ratio"], "lines": pb["lines"],
             "spurious_lines": pb.get("spurious_lines", []), "reverses": bool(old),
             "worst": pb.get("worst", ""),
-            "missing": sorted(set(planted) - pb["found"])}
+            "missing": sorted(set(planted) - pb["found"]),
+            "oracle_rows": pb["tenure"].rows(oracle)}
 
 
 def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, Test]],
@@ -454,6 +464,7 @@ def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, T
     entries = g.context.semantic.list_entries(
         EntryFilter(statuses=tuple(EntryStatus)), limit=None)
     lines = playbook_lines(markdown, {e.id: e for e in entries})
+    pb["tenure"].observe(tick, markdown, {e.id: e for e in entries})
     old_present = False
     for claim, ok, cited, text in lines:
         names = [n for n, test in planted.items() if claim is not None and test(claim)]
@@ -464,8 +475,8 @@ def _snapshot(g: Grimoire, truth: tuple[dict[str, Test], list[Test], dict[str, T
             pb["worst"] = f"tick {tick}: ✓{ok} of {cited} cited: {text}"
         if claim is not None and any(n in old and old[n](claim) for n in names):
             old_present = True
-    if old and tick > REVERSAL_TICK and not old_present and pb["left"] is None:
-        pb["left"] = tick - REVERSAL_TICK
+    if old and tick > pb["reverse_at"] and not old_present and pb["left"] is None:
+        pb["left"] = tick - pb["reverse_at"]
     if tick + every > ticks:  # the last PLAYBOOK.md of the run decides recall and spurious
         pb["found"] = {n for claim, *_ in lines for n, test in planted.items()
                        if claim is not None and test(claim)}
@@ -531,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'wall s':>7} {'runs':>5} "
             f"{'mean ms':>8} {'p50':>6} {'p95':>6} {'max':>7} {'read':>6} {'learn':>6} "
             f"{'apply':>6} {'ADD':>5} {'admit':>5} {'merge':>5} {'entries':>7} "
-            f"{'gas@':>5} {'swap@':>5} {'link@':>5} {'down>1500':>9}")
+            f"{'gas@':>5} {'swap@':>5} {'link@':>5} {'down>rev':>9}")
     overrides = dict(_setting(text) for text in args.set)
     if overrides:
         Config().replace(**overrides)  # a bad key or value fails here, before any run
@@ -565,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"    spurious: {text[:160]}")
             if r["ratio"] > 1.0:
                 print(f"    ✓ over cited: {r['worst'][:200]}")
+    print()
+    print_table(rows)
     print()
     print("Distillation (the daemon's schedule)")
     print(head)
