@@ -278,9 +278,8 @@ class _Track:
     first: int | None = None
     ids: list[str] = field(default_factory=list)
     gaps: int = 0  # snapshots after the first listing (before a reversal) without a line
-    recreated: int = 0  # came back under an entry it was not listed under just before
+    recreated: int = 0  # listed under an entry unrelated to the one(s) listed just before
     ok_drops: int = 0  # an entry's ✓ went down from one snapshot to the next
-    missing_now: bool = False
     last_ok: dict[str, int] = field(default_factory=dict)
     reflected: int | None = None  # first snapshot after the reversal that shows it
 
@@ -313,13 +312,14 @@ class Tenure:
             if not ids:
                 if track.first is not None:
                     track.gaps += 1
-                    track.missing_now = True
                 continue
+            # The same line goes on under its entry, or under a rule derived from it (its
+            # parent); any other entry is the regularity dropped and re-made, ✓ from zero.
+            lineage = {p for i in ids if i in entries for p in entries[i].parent_entry_ids}
             if track.first is None:
                 track.first = tick
-            elif track.missing_now and not ids & set(track.last_ok):
+            elif not (ids | lineage) & set(track.last_ok):
                 track.recreated += 1
-            track.missing_now = False
             for i, _, ok in mine:
                 if i in track.last_ok and ok < track.last_ok[i]:
                     track.ok_drops += 1
