@@ -9,7 +9,7 @@ seed, the planted regularities found in PLAYBOOK.md (recall), PLAYBOOK.md lines
 that match no planted regularity (spurious), the tick of the first correct line,
 the ticks a reversed rule took to leave after the reversal, and the largest ratio
 of ✓ to the episodes a line cites. Goals: recall ≥ 0.9, spurious 0, ratio ≤ 1. Table 2
-(issue 24): each planted regularity against its oracle (scripts/sim_oracle.py).
+(issue 24): each planted regularity against its oracle (scripts/benches/sim_oracle.py).
 
 For each (scenario, seed) it drives the facade tick by tick with the market
 simulator (FrozenClock advanced by the scenario's tick), distilling every 10
@@ -39,7 +39,7 @@ import numpy as np
 import structlog
 import yaml
 from benches import apply_quick
-from sim_oracle import oracle_cycles, print_table, reverse_tick, size_band_holds, tenure_for
+from benches.sim_oracle import oracle_cycles, print_table, reverse_tick, size_band_holds, tenure_for
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
