@@ -22,7 +22,7 @@ from grimoire.errors import ValidationError
 from grimoire.records import Category, GrimoireEntry, Provenance
 from playbook.glossary import words_used
 from playbook.items import PlaybookItem, as_item
-from playbook.render_text import clean_inline, render_claim, short_ids
+from playbook.render_text import clean_inline, entry_sentence, short_ids
 
 __all__ = ["FORMAT_VERSION", "compile_listing", "compile_playbook", "iso_utc"]
 
@@ -331,9 +331,7 @@ _RANK = {Category.WARNING: 0, Category.HEURISTIC: 1, Category.INSIGHT: 2,
 
 
 def _entry_text(entry: GrimoireEntry) -> str:
-    sentence = render_claim(entry.claim, entry.category, entry.content) if entry.claim else None
-    text = clean_inline(sentence if sentence is not None else entry.content)
-    return text or "(no text)"
+    return clean_inline(entry_sentence(entry)) or "(no text)"
 
 
 def _check_int(value: object, field: str) -> None:

@@ -13,11 +13,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from grimoire.records import Category, Claim
+from grimoire.records import Category, Claim, GrimoireEntry
 
 __all__ = [
     "MAX_FIELD_CHARS",
     "clean_inline",
+    "entry_sentence",
     "fmt_number",
     "metric_label",
     "render_claim",
@@ -276,3 +277,19 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     if condition:
         return f"When {condition}, {reason}."
     return f"{reason[0].upper()}{reason[1:]}."
+
+
+def entry_sentence(entry: GrimoireEntry) -> str:
+    """The words an entry is shown with, in every view (PLAYBOOK.md, ``entry.explain``,
+    ``entry.list`` / ``entry.get``, the report, retrieval): its structured claim's sentence,
+    built from the claim's current numbers (``render_claim``), else its own content.
+
+    The curator stores this as the entry's content whenever the claim's numbers move
+    (``curator.cycle.sentences``), so that each view, reading either the claim or the
+    content, states the same figures. Not yet Markdown-safe: pass it through
+    ``clean_inline`` for PLAYBOOK.md."""
+    if entry.claim is not None:
+        sentence = render_claim(entry.claim, entry.category, entry.content)
+        if sentence is not None:
+            return sentence
+    return entry.content
