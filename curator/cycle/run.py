@@ -18,6 +18,8 @@ one. Phases, in SPEC order:
    ``compact``       compact the episodic store
 8. ``summaries``     L1 / L2 hierarchical summaries, MUS pruning
    ``regions``       region MDP update, persisted in meta
+   ``sentences``     each entry's sentence re-stated from its current numbers (so every
+                     view shows the figures PLAYBOOK.md does)
 9. ``playbook``      compile PLAYBOOK.md and replace it atomically
 
 Each phase reads a snapshot on the calling thread and applies its changes on
@@ -48,6 +50,7 @@ from curator.cycle.lifecycle import (
     review_quarantine,
 )
 from curator.cycle.promote import parameterize, promote
+from curator.cycle.sentences import refresh_sentences
 from curator.cycle.state import STATE_KEY, Cycle, CycleState, entries, load_window
 from curator.cycle.summaries import hierarchical_summaries, update_regions
 from grimoire.context import Context
@@ -89,6 +92,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("compact", compact_episodes),
     ("summaries", hierarchical_summaries),
     ("regions", update_regions),
+    ("sentences", refresh_sentences),
     ("playbook", publish_playbook),
 )
 
