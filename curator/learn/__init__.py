@@ -10,7 +10,8 @@
 - ``llm_paths`` / ``llm_prompts``: the optional LLM paths (every step has a
   rule-based default; nothing here calls the network unless an LLM is configured).
 
-May import ``curator.distiller``, the gate (its admission path: ``grimoire.gate.admit``)
+May import ``curator.distiller``, the gate (its admission path: ``grimoire.gate.admit``),
+the playbook compiler's sentence of a claim (``playbook.render_text.entry_sentence``)
 and the stores; episodes are written through ``ctx.write_episodes`` (the API's own
 path, wired by the facade). Must not import ``grimoire.methods`` or ``curator.cycle``.
 """

@@ -5,8 +5,9 @@
   standard confidence is the provenance's (self-learned: 0.5), SPEC §7.
 - UPVOTE / DOWNVOTE → batched votes (``votes.record_votes``), applied by
   the curator cycle, never here.
-- EDIT → the entry's content, claim and vector replaced, with a curator delta
-  (op ``edit``, before / after) for the audit trail.
+- EDIT → the entry's claim replaced (the numbers the curator counted kept), its content
+  the sentence of the stored numbers (``playbook.entry_sentence``) and its vector that
+  sentence's, with a curator delta (op ``edit``, before / after) for the audit trail.
 - causal links (category ``causal_link``): the entry as above, plus
   ``discovered`` causal edges from each evidence pair's cause episode to its
   effect episode (at most ``distiller.causal_edge_pairs`` per operation)
@@ -42,6 +43,7 @@ from grimoire.gate.agreement import claim_relation
 from grimoire.logs import get_logger
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
+from playbook.render_text import entry_sentence
 
 __all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
 
@@ -127,13 +129,10 @@ def _aliased(ctx: Context, op: Operation) -> tuple[str, str | None]:
     return "admit", None
 
 
-def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
-    target = op.target_entry_id
-    assert target is not None  # Operation guarantees it for EDIT
-    entry = ctx.semantic.get_entry(target)
-    if entry is None or entry.status is EntryStatus.ARCHIVED:
-        log.info("learn.edit.skipped", entry_id=target, reason="missing or archived")
-        return False
+def _edited(entry: GrimoireEntry, op: Operation, now: int) -> GrimoireEntry:
+    """``entry`` as the EDIT ``op`` leaves it: the learner's claim (the counted numbers kept
+    as below), and the sentence of that claim's stored numbers as its content (the words
+    every view shows, ``playbook.entry_sentence``), not the learner's window's."""
     parents = tuple(dict.fromkeys(entry.parent_episode_ids + op.parent_episode_ids))[-200:]
     claim = op.claim
     if entry.claim is not None and entry.claim.target.startswith("event:"):
@@ -147,13 +146,30 @@ def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
     updated = dataclasses.replace(entry, content=op.content, claim=claim,
                                   parent_episode_ids=parents, updated_at=now,
                                   market_regime=op.regime or entry.market_regime)
+    return dataclasses.replace(updated, content=entry_sentence(updated))
+
+
+def _edit_text(ctx: Context, op: Operation) -> str:
+    """The content an EDIT will store (embedded before the writer job)."""
+    entry = ctx.semantic.get_entry(op.target_entry_id) if op.target_entry_id else None
+    return op.content if entry is None else _edited(entry, op, 0).content
+
+
+def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
+    target = op.target_entry_id
+    assert target is not None  # Operation guarantees it for EDIT
+    entry = ctx.semantic.get_entry(target)
+    if entry is None or entry.status is EntryStatus.ARCHIVED:
+        log.info("learn.edit.skipped", entry_id=target, reason="missing or archived")
+        return False
+    updated = _edited(entry, op, now)
     with ctx.semantic.transaction():
         ctx.semantic.update_entry(updated, vector)
         ctx.semantic.add_curator_delta(
             cycle=curator_cycle_number(ctx), op="edit", entry_id=target,
             before={"content": entry.content,
                     "claim": entry.claim.to_dict() if entry.claim else None},
-            after={"content": op.content, "claim": op.claim.to_dict(),
+            after={"content": updated.content, "claim": op.claim.to_dict(),
                    "evidence": op.to_dict()["evidence"]},
             now=now)
     return True
@@ -199,7 +215,8 @@ def apply_operations(
     by_id = {ep.id: ep for ep in episodes}
     counts: Counter[str] = Counter(
         {k: 0 for k in (*_DECISIONS, "aliased", "held_back", "edited", "edges")})
-    texts = [op.content for op in ops if op.op in (OpKind.ADD, OpKind.EDIT)]
+    texts = [op.content if op.op is OpKind.ADD else _edit_text(ctx, op)
+             for op in ops if op.op in (OpKind.ADD, OpKind.EDIT)]
     vectors = iter(ctx.embedder.embed(texts)) if texts else iter(())  # one batch, off-writer
     votes: dict[str, dict[str, int]] = {}
     consolidated: set[str] = set()
