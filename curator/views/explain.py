@@ -1,6 +1,8 @@
 """``entry.explain``: where an entry came from and everything that happened to it.
 
-Owns the owner's view of one entry's history: the admission decision (with
+Owns the owner's view of one entry's history: its numbers (✓ / ✗, the episodes its
+sentence cites and where they come from, the effect and baseline: the same fields every
+other view reads), the admission decision (with
 its five factors) and later merges into it, the curator's changes (votes,
 validations, promotions, demotions, pruning, quarantine reviews; each with
 before / after and why), its decay today (stored confidence vs effective
@@ -154,6 +156,32 @@ def _evidence(ctx: Context, entry_id: str) -> dict[str, Any]:
             "cycles": sorted({r[2] for r in rows})}
 
 
+def _numbers(ctx: Context, entry: GrimoireEntry, evidence: Mapping[str, Any],
+             ) -> dict[str, Any]:
+    """The numbers its sentence states, from the fields every view reads: ✓ / ✗, and the
+    claim behind the sentence (its own, or for a derived rule its insight's): ``cited_n``
+    the episodes the sentence cites, the effect and baseline, and how many of the cited
+    episodes were counted since it was learned (each once, as ✓ or ✗: ``counted``) and how
+    many it was learned from before (``learned_from``, the rest)."""
+    claim, owner = entry.claim, entry.id
+    if claim is None and entry.parent_entry_ids:
+        # a rule derived from an insight states the numbers of its first parent's claim
+        parent = ctx.semantic.get_entry(entry.parent_entry_ids[0])
+        if parent is not None and parent.claim is not None:
+            claim, owner = parent.claim, parent.id
+    out: dict[str, Any] = {"validated_count": entry.validated_count,
+                           "contradicted_count": entry.contradicted_count,
+                           "sentence": entry.content, "claim_of": None, "cited_n": None}
+    if claim is None:
+        return out
+    counted = (len(evidence["confirming"]) + len(evidence["contradicting"]) if owner == entry.id
+               else len(ctx.semantic.list_evidence(owner)))
+    out.update(claim_of=owner, own=owner == entry.id, cited_n=claim.support, effect=claim.effect,
+               baseline=claim.baseline, counted=counted,
+               learned_from=max(0, claim.support - counted))
+    return out
+
+
 def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
     """Everything known about one entry's history (see the module doc)."""
     entry = resolve_entry(ctx, id)
@@ -162,12 +190,14 @@ def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
                "after": d.after} for d in ctx.semantic.list_curator_deltas(entry_id=entry.id)]
     quarantine = ctx.semantic.get_quarantine(entry.id)
     parents, children = _related(ctx, entry)
+    evidence = _evidence(ctx, entry.id)
     out: dict[str, Any] = {
         "id": entry.id,
         "entry": entry.to_dict(),
         "votes": {"validated_count": entry.validated_count,
                   "contradicted_count": entry.contradicted_count},
-        "evidence": _evidence(ctx, entry.id),
+        "numbers": _numbers(ctx, entry, evidence),
+        "evidence": evidence,
         "decay": _decay(ctx, entry, now),
         "admission": _admissions(ctx, entry),
         "history": deltas,
@@ -206,6 +236,16 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def _numbers_text(n: Mapping[str, Any]) -> list[str]:
+    cited = n.get("cited_n")
+    if not isinstance(cited, int):
+        return []
+    whose = "" if n.get("own") else f" (those of insight {n.get('claim_of')})"
+    return [f"Its sentence cites {cited} episode{'s' * (cited != 1)}{whose}: "
+            f"{n.get('learned_from', 0)} it was learned from and {n.get('counted', 0)} counted "
+            f"since (each once, as ✓ or ✗)."]
+
+
 def render_text(data: Mapping[str, Any]) -> str:
     """The owner-readable form of ``explain_entry``'s data."""
     e = data["entry"]
@@ -223,6 +263,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         f"Provenance: {data['provenance']['provenance']} "
         f"(golem {data['provenance']['source']['golem_id']}).",
     ]
+    lines.extend(_numbers_text(data.get("numbers") or {}))
     ev = data.get("evidence") or {}
     for word, key in (("Confirming", "confirming"), ("Contradicting", "contradicting")):
         ids = list(ev.get(key, ()))
@@ -261,7 +302,8 @@ def render_text(data: Mapping[str, Any]) -> str:
     eps = data["provenance"]["episodes"]
     if eps:
         total = data["provenance"]["episodes_total"]
-        lines += ["", f"Episodes behind it ({len(eps)} of {total} shown):"]
+        lines += ["", f"Episodes the learners found it in (the last {len(eps)} of the {total} "
+                      "kept):"]
         for ep in eps:
             if ep.get("missing"):
                 lines.append(f"  {ep['id']} (no longer stored)")

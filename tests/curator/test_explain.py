@@ -90,7 +90,8 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     assert data["decay"]["effective_confidence"] <= data["decay"]["confidence"]
     text = data["text"]
     assert entry_id in text and "Admission gate:" in text and "promote" in text
-    assert "Episodes behind it (2 of 2 shown)" in text and "half-life 7.0 d" in text
+    assert "Episodes the learners found it in (the last 2 of the 2 kept)" in text
+    assert "half-life 7.0 d" in text
 
 
 def test_an_off_topic_admission_is_logged_and_explained(g: Grimoire) -> None:
