@@ -20,6 +20,7 @@ from grimoire.methods.status import HEALTH_METRICS
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EdgeKind
+from playbook.render_text import entry_sentence
 from tests.learn.learn_support import (
     T0,
     alert_stream,
@@ -180,6 +181,8 @@ def test_a_refined_window_edits_the_entry_with_a_curator_delta(g: Grimoire) -> N
     edited = stored(g, entry.id)
     assert edited.claim is not None and edited.claim.condition == {"hour_window": [2, 4]}
     assert edited.content != "Gas is low 01:00-04:00 UTC." and "02:00" in edited.content
+    # its words are the sentence of the numbers it stores, as every view shows them
+    assert edited.content == entry_sentence(edited)
     (delta,) = g.context.semantic.list_curator_deltas(entry_id=entry.id)
     assert delta.before is not None and delta.after is not None and delta.op == "edit"
     assert delta.before["content"] == "Gas is low 01:00-04:00 UTC."
