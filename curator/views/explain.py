@@ -175,7 +175,8 @@ def _numbers(ctx: Context, entry: GrimoireEntry, evidence: Mapping[str, Any],
     if claim is None:
         return out
     counted = (len(evidence["confirming"]) + len(evidence["contradicting"]) if owner == entry.id
-               else len(ctx.semantic.list_evidence(owner)))
+               else sum(not r[0].startswith(DECISION_PREFIX)
+                        for r in ctx.semantic.list_evidence(owner)))
     out.update(claim_of=owner, own=owner == entry.id, cited_n=claim.support, effect=claim.effect,
                baseline=claim.baseline, counted=counted,
                learned_from=max(0, claim.support - counted))
