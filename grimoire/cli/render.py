@@ -102,13 +102,17 @@ def _rules(r: Mapping[str, Any]) -> str:
 
 def _entries(r: Mapping[str, Any]) -> str:
     items = r.get("entries") or []
+    # ✓ / ✗ as PLAYBOOK.md and explain print them, beside the sentence that states its numbers
     rows = [[str(e.get("id", ""))[:13], str(e.get("category", "")), str(e.get("status", "")),
-             f"{e.get('confidence', 0):.2f}", _clip(e.get("content", ""), 70)] for e in items]
+             f"{e.get('confidence', 0):.2f}",
+             f"✓{e.get('validated_count', 0)} ✗{e.get('contradicted_count', 0)}",
+             _clip(e.get("content", ""), 70)] for e in items]
     kind = r.get("kind", "knowledge")
     head = f"{len(items)} entr{'y' if len(items) == 1 else 'ies'}" + (
         " (L1/L2 summaries: --kind summary)" if kind == "knowledge" else f" of kind {kind}")
     return head + (
-        "\n" + _table(rows, ["id", "category", "status", "conf", "content"]) if rows else "")
+        "\n" + _table(rows, ["id", "category", "status", "conf", "votes", "content"]) if rows
+        else "")
 
 
 def _triples(r: Mapping[str, Any]) -> str:

@@ -67,5 +67,7 @@ def test_entry_list_shows_summaries_only_when_asked(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "(L1/L2 summaries: --kind summary)" in p.stdout.splitlines()[0]
     assert "14 episodes" not in p.stdout and "Avoid swap" in p.stdout
+    # each entry's ✓ / ✗, as PLAYBOOK.md and explain print them
+    assert "votes" in p.stdout.splitlines()[1] and " ✓0 ✗0 " in p.stdout
     p = cli("entry", "list", "--kind", "summary", *d)
     assert p.stdout.splitlines()[0] == "1 entry of kind summary" and "14 episodes" in p.stdout
