@@ -5,7 +5,8 @@ its episode window and how changes apply), and the phases: ``evidence``
 (validate predictions, cross-reference causal links), ``learn`` (distil,
 compress), ``promote`` (promote, parameterize), ``lifecycle`` (decay,
 demote/prune, quarantine, compaction), ``summaries`` (hierarchical summaries,
-regions). Each phase reads a snapshot and applies short write transactions.
+regions), ``sentences`` (each entry's words re-stated from its current numbers).
+Each phase reads a snapshot and applies short write transactions.
 The rules the phases apply: ``transitions`` (promote, demote, prune: one entry
 and its effective confidence in, a reason out) and ``derive`` (an insight
 parameterised into a heuristic or warning), both pure and store-free, and
