@@ -51,7 +51,7 @@ from curator.cycle.lifecycle import (
 )
 from curator.cycle.promote import parameterize, promote
 from curator.cycle.sentences import refresh_sentences
-from curator.cycle.state import STATE_KEY, Cycle, CycleState, entries, load_window
+from curator.cycle.state import STATE_KEY, Cycle, CycleState, data_time, entries, load_window
 from curator.cycle.summaries import hierarchical_summaries, update_regions
 from grimoire.context import Context
 from grimoire.logs import get_logger
@@ -118,12 +118,15 @@ def _int(phases: Mapping[str, Mapping[str, Any]], phase: str, key: str) -> int:
 
 
 def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
-    """Run one curator cycle at ``now`` (default: the context's clock); returns its summary."""
-    now = ctx.now() if now is None else int(now)
+    """Run one curator cycle; returns its summary. ``now`` is the clock's reading (default:
+    the context's clock); the cycle runs at the data's own time (``data_time``: the newest
+    episode seen), which is the clock's only before any episode was written."""
+    clock_now = ctx.now() if now is None else int(now)
     with _lock(ctx):
         started = time.perf_counter()
         previous = CycleState.load(ctx)
         window = load_window(ctx, previous.watermark, ctx.config.curator.window_episodes)
+        now = data_time(previous, window, clock_now)
         cy = Cycle(ctx=ctx, now=now, number=previous.cycle + 1, previous=previous,
                    window=window)
         phases: dict[str, dict[str, Any]] = {}

@@ -46,6 +46,7 @@ __all__ = [
     "admit_recorded",
     "apply_changes",
     "changed_fields",
+    "data_time",
     "entries",
     "invalidate",
     "list_all",
@@ -125,6 +126,23 @@ class Cycle:
             return self.previous.watermark
         last = self.window[-1]
         return (last.timestamp, last.id)
+
+
+def data_time(previous: CycleState, window: Sequence[Episode], clock_now: int) -> int:
+    """The cycle's time: the newest episode the curator has seen (this window's, else the
+    previous watermark's); the clock's reading only before any episode was seen.
+
+    Everything a cycle judges, decays, archives or re-finds runs on it (SPEC §13 "data
+    time"): an agent that backfills its history or replays a log writes episodes with
+    their own past timestamps while its clock reads today, and a cycle at the clock's time
+    would see every lookback empty, every learned entry decayed to the floor a few
+    seconds after it was made, and a gate that scores every finding as stale. Time never
+    runs backwards: episodes older than the watermark are not in the window."""
+    if window:
+        return window[-1].timestamp
+    if previous.watermark is not None:
+        return previous.watermark[0]
+    return int(clock_now)
 
 
 def load_window(ctx: Context, after: tuple[int, str] | None, limit: int) -> list[Episode]:
@@ -207,7 +225,7 @@ def admit_recorded(cy: Cycle, proposal: Proposal, vector: npt.NDArray[np.float32
     """Writer thread: ``knowledge.admit`` and its audit record in one job; with
     ``consolidate``, mark those episodes consolidated when the gate saw the proposal
     through (admitted, merged or skipped as a known restatement)."""
-    result = admit(cy.ctx, proposal, vector)
+    result = admit(cy.ctx, proposal, vector, now=cy.now)
     decision = str(result["decision"])
     if consolidate and decision in ("admitted", "merged", "skipped"):
         cy.ctx.semantic.mark_consolidated(consolidate)

@@ -92,7 +92,7 @@ def _proposal(op: Operation, by_id: Mapping[str, Episode], now: int) -> Proposal
 def _admit(ctx: Context, proposal: Proposal, vector: np.ndarray,
            scores: Mapping[str, float] | None, now: int) -> dict[str, Any]:
     with ctx.semantic.transaction():  # entry, admission-log row and alias: one durable commit
-        result = admit(ctx, proposal, vector, llm_scores=scores)
+        result = admit(ctx, proposal, vector, llm_scores=scores, now=now)
         if proposal.claim is not None:
             decision = str(result["decision"])
             target = result.get("id") or (result.get("nearest_id") if decision == "skipped"

@@ -181,10 +181,16 @@ def _record_stats(ctx: Context, strategy: str | None, summary: Mapping[str, Any]
 
 
 def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
-    """Distil ``strategy``'s recent episodes and apply the operations; returns their counts."""
+    """Distil ``strategy``'s recent episodes and apply the operations; returns their counts.
+
+    It learns at the data's own time, the newest episode it reads (``now``, the caller's
+    clock, only when there is none): a backfilled or replayed history is learned as a live
+    one, whatever the clock reads (SPEC §13)."""
     started = time.perf_counter()
     cfg = ctx.config.distiller
     episodes = strategy_window(ctx, strategy, cfg.window_episodes)
+    if episodes:
+        now = max(e.timestamp for e in episodes)
     existing = existing_claims(ctx, strategy, now)
     read = time.perf_counter()
     ops = _rule_ops(ctx, episodes, existing, cfg, strategy)

@@ -111,13 +111,16 @@ def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
 
 
 def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
-          llm_scores: Mapping[str, float] | None = None) -> dict[str, Any]:
+          llm_scores: Mapping[str, float] | None = None, now: int | None = None,
+          ) -> dict[str, Any]:
     """Run the gate and apply its decision. Must be called on the writer thread.
 
     ``llm_scores`` (the optional LLM's future utility, asked off the writer
-    thread) override the rule-based factors of the same name.
+    thread) override the rule-based factors of the same name. ``now`` is the time the
+    entry is learned at (the curator's data time; default the clock): its decay clock
+    starts there and the gate's recency is read against it.
     """
-    now = ctx.now()
+    now = ctx.now() if now is None else int(now)
     if vector is None:
         vector = ctx.embedder.embed([p.content])[0]
     neighbours = _neighbours(ctx, vector, now)
