@@ -3,7 +3,9 @@
 - ``validate_predictions`` (step 1): every metric or outcome-rate claim (and
   every rule derived from one, through its parent's claim; a metric band at
   the cut point the claim states) is judged against
-  the episodes that arrived since the last cycle (``curator.claims``):
+  the episodes that arrived since the last cycle (``curator.claims``), and, when
+  they do not decide it, on all its pending episodes pooled (those after its
+  evidence was last counted: a daily two-hour window gives two a cycle):
   right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
   matching episodes are one). One definition of evidence (issue 11): the
   verdict's episodes are recorded per entry (``entry_evidence``) and only
@@ -235,25 +237,31 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     if not cy.window and not votes:
         return counts
     window = EpisodeWindow.of(cy.window)
-    pools: dict[str, EpisodeWindow] = {}  # the lookback's actions / episodes, read on first use
+    pools: dict[str, Any] = {}  # pending episodes / actions, the lookback, read on first use
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
     decided: dict[str, tuple[Verdict, str | None]] = {}
     reversed_claims: dict[str, tuple[GrimoireEntry, Claim, Verdict]] = {}
-    # one judgement per claim and learning time (parent and child share it)
+    # one judgement per claim and evidence time (parent and child share it)
     verdicts: dict[str, Verdict | None] = {}
     judged: list[tuple[GrimoireEntry, str | None, str]] = []
     claims: dict[str, Claim] = {}
-    for entry in entries if cy.window else ():
-        found = _claim_of(entry, by_id)
+    pending: dict[str, tuple[Claim, int | None]] = {}
+    found_claims = [(entry, _claim_of(entry, by_id)) for entry in entries] if cy.window else []
+    counted_at = cy.ctx.semantic.last_evidence_at(
+        [e.id for e, found in found_claims if found is not None])
+    for entry, found in found_claims:
         if found is None or found[0].target.startswith("event:"):
             continue
         claim, via, learned = found
-        key = f"{claim.key}@{learned}"
+        since = _pending_since(learned, counted_at.get(entry.id))
+        key = f"{claim.key}@{since}"
         judged.append((entry, via, key))
-        if key not in verdicts:
-            claims[key] = claim
-            verdicts[key] = _judge(cy, window, claim, pools, learned)
+        pending.setdefault(key, (claim, since))
+    pools["since"] = _oldest(since for _, since in pending.values())
+    for key, (claim, since) in pending.items():
+        claims[key] = claim
+        verdicts[key] = _judge(cy, window, claim, pools, since)
     flipped = _reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
     for key in flipped:
         verdict_now = verdicts[key]
@@ -293,17 +301,40 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     return counts
 
 
-def _action_pool(cy: Cycle) -> EpisodeWindow:
-    """The actions of the last ``curator.causal_lookback_ms`` (and of this cycle): an
-    outcome rate is judged on them pooled, as a causal link is, because a few actions a
-    cycle decide nothing; the ledger keeps any of them from counting twice."""
-    cfg = cy.ctx.config.curator
-    since = cy.now - cfg.causal_lookback_ms
-    pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since,
-                                    types=[EpisodeType.ACTION])
-    seen = {e.id for e in pooled}
-    extra = [e for e in cy.window if e.type is EpisodeType.ACTION and e.id not in seen]
-    return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
+def _pending_since(learned: int | None, counted_at: int | None) -> int | None:
+    """The time after which a claim's matching episodes are its pending evidence: the later
+    of the newest episode it was learned from and the cycle time its evidence was last
+    counted at (every matching episode seen by then was counted). None: every episode."""
+    times = [t for t in (learned, counted_at) if t is not None]
+    return max(times) if times else None
+
+
+def _oldest(times: Any) -> int | None:
+    values = list(times)
+    return None if not values or any(t is None for t in values) else min(values)
+
+
+def _pending_pool(cy: Cycle, pools: dict[str, EpisodeWindow], name: str) -> EpisodeWindow:
+    """The episodes (``name`` "actions": only the actions) not yet judged for the claims of
+    this cycle: those after the oldest claim's pending time (``pools["since"]``), at most
+    ``curator.window_episodes`` of the newest, and this cycle's window. A claim whose new
+    episodes do not decide it (two matching episodes a day, a rate on a handful of actions)
+    is judged on all its pending episodes pooled, until they do; the evidence ledger keeps
+    any of them from counting twice. Read once per cycle."""
+    if name not in pools:
+        cfg = cy.ctx.config.curator
+        since = pools.get("since")
+        types = [EpisodeType.ACTION] if name == "actions" else None
+        pooled = cy.ctx.episodes.recent(cfg.window_episodes,
+                                        since=since if isinstance(since, int) else None,
+                                        types=types)
+        seen = {e.id for e in pooled}
+        extra = [e for e in cy.window if e.id not in seen
+                 and (types is None or e.type is EpisodeType.ACTION)]
+        pools[name] = EpisodeWindow.of(sorted([*pooled, *extra],
+                                              key=lambda e: (e.timestamp, e.id)))
+    pool: EpisodeWindow = pools[name]
+    return pool
 
 
 def _episode_pool(cy: Cycle) -> EpisodeWindow:
@@ -318,47 +349,55 @@ def _episode_pool(cy: Cycle) -> EpisodeWindow:
     return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
 
 
-def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, EpisodeWindow],
-           learned: int | None = None) -> Verdict | None:
-    """The new episodes' verdict on ``claim``. A metric claim is judged against its target's
-    level outside its condition over the lookback; an outcome rate the new actions alone do
-    not decide is pooled with the lookback's actions.
+def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any],
+           since: int | None = None) -> Verdict | None:
+    """The new episodes' verdict on ``claim``; when they do not decide it, the verdict of
+    all its pending episodes (``_pending_pool``). A metric claim is judged against its
+    target's level outside its condition (over the lookback for the new episodes, over the
+    same pending span for the pooled ones).
 
-    Only episodes later than ``learned`` (the newest episode the claim was learned from)
-    are evidence: the lookback, and a cycle's window that began before the learner ran,
-    still hold the episodes that made the claim, and a claim the learner selected because
-    those episodes happened to show it would be 'confirmed' by them (a false positive
-    confirming itself). The level outside its condition is not evidence, and is read over
-    every episode of the lookback."""
+    Only episodes later than ``since`` (``_pending_since``: the newest episode the claim was
+    learned from, or the time its evidence was last counted) are evidence: the lookback, and
+    a cycle's window that began before the learner ran, still hold the episodes that made
+    the claim, and a claim the learner selected because those episodes happened to show it
+    would be 'confirmed' by them (a false positive confirming itself). The level outside
+    its condition is not evidence."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
     min_support = cfg.curator.validate_min_support
-    if learned is not None:
-        window = _after(pools, "window", window, learned)
+    if since is not None:
+        window = _after(pools, "window", window, since)
     if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         level = cfg.curator.causal_verdict_level
         verdict = judge_claim(window, claim, min_support, max_votes, level=level)
         if verdict is None or verdict.right is None:
-            if "actions" not in pools:
-                pools["actions"] = _action_pool(cy)
-            actions = pools["actions"]
-            if learned is not None:
-                actions = _after(pools, "actions", actions, learned)
+            actions = _pending_pool(cy, pools, "actions")
+            if since is not None:
+                actions = _after(pools, "actions", actions, since)
             verdict = judge_claim(actions, claim, min_support, max_votes, level=level)
         return verdict
     if claim.target.startswith("metric:") and "episodes" not in pools:
         pools["episodes"] = _episode_pool(cy)
-    return judge_claim(window, claim, min_support, max_votes, reference=pools.get("episodes"),
-                       strata=cfg.distiller.hour_strata)
+    verdict = judge_claim(window, claim, min_support, max_votes,
+                          reference=pools.get("episodes"), strata=cfg.distiller.hour_strata)
+    if claim.target.startswith("metric:") and (verdict is not None and verdict.right is None):
+        pooled = _pending_pool(cy, pools, "pending")
+        if since is not None:
+            pooled = _after(pools, "pending", pooled, since)
+        if pooled.size > window.size:
+            verdict = judge_claim(pooled, claim, min_support, max_votes,
+                                  strata=cfg.distiller.hour_strata)
+    return verdict
 
 
-def _after(pools: dict[str, EpisodeWindow], name: str, window: EpisodeWindow, learned: int,
+def _after(pools: dict[str, Any], name: str, window: EpisodeWindow, learned: int,
            ) -> EpisodeWindow:
     """``window``'s episodes later than ``learned``, cut once per cycle and time."""
     key = f"{name}@{learned}"
     if key not in pools:
         pools[key] = window.after(learned)
-    return pools[key]
+    cut: EpisodeWindow = pools[key]
+    return cut
 
 
 def _reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict | None],

@@ -7,12 +7,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from curator.cycle.evidence import validate_predictions
 from grimoire.clock import FrozenClock
 from grimoire.decay import effective_confidence
 from grimoire.records import EntryStatus
 from grimoire.stores.semantic_types import EntryFilter
 from tests.curator.replay_support import WALL, replay
-from tests.curator.test_curator_support import open_grimoire
+from tests.curator.test_curator_support import (
+    GAS_CLAIM,
+    finish_cycle,
+    gas_obs,
+    get,
+    hour,
+    open_grimoire,
+    put,
+    start_cycle,
+    write,
+)
 
 DAYS = 7
 
@@ -53,3 +64,25 @@ def test_entries_learned_from_a_replay_start_their_decay_at_the_data_time(
     for entry in learned:
         assert entry.created_at <= times[-1] < WALL
         assert entry.last_accessed_at <= times[-1]
+
+
+def test_a_claim_its_new_episodes_cannot_decide_is_judged_on_all_its_pending_ones(
+        tmp_path: Path) -> None:
+    """Two matching episodes a cycle (a daily two-hour window, the curator run once a day)
+    are fewer than one prediction needs: the claim is judged on every matching episode
+    since its evidence was last counted, pooled, and each is counted once."""
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "data", clock) as g:
+        insight = put(g, claim=GAS_CLAIM, confidence=0.5, valid_from=hour(0))
+        counted = []
+        for day in range(4):
+            write(g, [*(gas_obs(hour(h, day), 6.0 + h / 10) for h in (2.5, 3.5)),
+                      *(gas_obs(hour(h, day), 24.0) for h in (8, 12, 16, 20))])
+            cy = start_cycle(g)
+            validate_predictions(cy)
+            finish_cycle(cy)
+            found = get(g, insight.id)
+            counted.append((found.validated_count, found.contradicted_count))
+    assert counted[0] == (0, 0)  # two episodes decide nothing yet
+    assert counted[1] == (4, 0)  # the two pending ones and today's two, pooled
+    assert counted[-1][0] == 8 and counted[-1][1] == 0  # each episode counted once

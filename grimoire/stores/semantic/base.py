@@ -241,6 +241,11 @@ class SemanticBase:
         with store_errors("list_evidence"):
             return evidence.list_evidence(self._db.read(), entry_id)
 
+    def last_evidence_at(self, entry_ids: Iterable[str]) -> dict[str, int]:
+        """``{entry_id: when its latest evidence was counted}`` (entries with any)."""
+        with store_errors("last_evidence_at"):
+            return evidence.last_recorded(self._db.read(), entry_ids)
+
     def count_evidence(self, entry_id: str) -> tuple[int, int]:
         """(confirming, contradicting) episodes counted for ``entry_id``."""
         with store_errors("count_evidence"):

@@ -17,8 +17,8 @@ import apsw
 
 from grimoire.errors import ValidationError
 
-__all__ = ["DECISION_PREFIX", "VERDICTS", "count_evidence", "decision_unit", "list_evidence",
-           "record_evidence"]
+__all__ = ["DECISION_PREFIX", "VERDICTS", "count_evidence", "decision_unit", "last_recorded",
+           "list_evidence", "record_evidence"]
 
 VERDICTS = frozenset({"confirm", "contradict"})
 # A reported decision (``outcome.report``) is counted under this unit name instead of an
@@ -67,3 +67,19 @@ def count_evidence(conn: apsw.Connection, entry_id: str) -> tuple[int, int]:
         "SELECT coalesce(sum(verdict = 'confirm'), 0), coalesce(sum(verdict = 'contradict'), 0)"
         " FROM entry_evidence WHERE entry_id = ?", (entry_id,)).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def last_recorded(conn: apsw.Connection, entry_ids: Iterable[str]) -> dict[str, int]:
+    """``{entry_id: the time its latest evidence was counted}`` for those of ``entry_ids``
+    with any (the curator's time when it decided: every matching episode it had seen up to
+    then was counted, so the episodes after it are the entry's pending evidence)."""
+    ids = list(dict.fromkeys(i for i in entry_ids if isinstance(i, str) and i))
+    out: dict[str, int] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+                f"SELECT entry_id, max(recorded_at) FROM entry_evidence WHERE entry_id IN "
+                f"({marks}) GROUP BY entry_id", chunk):
+            out[str(row[0])] = int(row[1])
+    return out
