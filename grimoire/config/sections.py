@@ -76,6 +76,10 @@ class DecayConfig:
         "initial confidence = base_confidence x this weight (agent / owner: knowledge told "
         "with entry.add, shown apart in PLAYBOOK.md until outcomes confirm it)")
     base_confidence: float = opt(0.5, "initial confidence before the provenance weight")
+    prior_strength: float = opt(
+        10.0, "confidence from evidence: the initial confidence counts as this many episodes "
+        "((✓ + k x initial) / (✓ + ✗ + k)); 0.99 needs about 100 x k x (0.99 - initial) "
+        "confirming episodes and none against")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ __all__ = [
     "dream_validate",
     "effective_confidence",
     "episode_recency",
+    "evidence_confidence",
     "half_life_ms",
     "initial_confidence",
     "net_votes",
@@ -146,6 +147,26 @@ def initial_confidence(provenance: Provenance | str, cfg: DecayConfig) -> float:
     except KeyError:
         raise ConfigError(f"decay.provenance_weight has no entry for {member.value!r}") from None
     return _clamp(cfg.base_confidence * weight, cfg)
+
+
+def evidence_confidence(provenance: Provenance | str, confirmed: int, contradicted: int,
+                        cfg: DecayConfig) -> float:
+    """Confidence from evidence (SPEC §13 "confidence follows evidence"): the mean of the
+    claim's chance of holding after ✓ ``confirmed`` and ✗ ``contradicted`` episodes, from
+    a prior worth ``prior_strength`` (k) episodes at the provenance's initial confidence
+    p0 (Beta-Bernoulli): ``(✓ + k·p0) / (✓ + ✗ + k)``, clamped to [0.05, 0.99].
+
+    So equal evidence gives equal confidence whatever order it came in; one more ✓ never
+    lowers it and one more ✗ never raises it; no evidence gives the initial confidence;
+    and 0.99 needs about ``100·k·(0.99 − p0)`` confirming episodes with none against
+    (490 for self-learned knowledge at the defaults). Age enters through
+    :func:`effective_confidence` (the decay class's half-life since the last confirmation)."""
+    prior = initial_confidence(provenance, cfg)
+    k = _finite(cfg.prior_strength, "prior_strength")
+    if k <= 0:
+        raise ConfigError(f"decay.prior_strength must be > 0, got {k}")
+    up, down = _count(confirmed, "confirmed"), _count(contradicted, "contradicted")
+    return _clamp((up + k * prior) / (up + down + k), cfg)
 
 
 def default_decay_class(category: Category | str, *, kg_confirmed: bool = False) -> DecayClass:

@@ -393,3 +393,60 @@ def test_a_downvote_moves_more_than_an_upvote(confidence: float) -> None:
     down = confidence - decay.apply_vote(confidence, "down", CFG)
     assert down > up > 0
     assert down == pytest.approx(1.5 * up)
+
+
+# --- confidence from evidence (SPEC §13) ----------------------------------------------------
+
+_COUNTS = st.integers(min_value=0, max_value=5_000)
+_PROVENANCE = st.sampled_from(list(Provenance))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PROVENANCE, _COUNTS, _COUNTS)
+def test_one_more_confirmation_never_lowers_confidence_one_more_contradiction_never_raises_it(
+        provenance: Provenance, up: int, down: int) -> None:
+    cfg = DecayConfig()
+    here = decay.evidence_confidence(provenance, up, down, cfg)
+    assert decay.evidence_confidence(provenance, up + 1, down, cfg) >= here
+    assert decay.evidence_confidence(provenance, up, down + 1, cfg) <= here
+    assert cfg.min_confidence <= here <= cfg.max_confidence
+
+
+@settings(max_examples=200, deadline=None)
+@given(_PROVENANCE, st.lists(st.booleans(), max_size=300), st.randoms())
+def test_equal_evidence_gives_equal_confidence_in_any_order(
+        provenance: Provenance, verdicts: list[bool], rnd: Any) -> None:
+    """Folding the same verdicts in any order ends at one value: it is a function of the
+    counts (the vote arithmetic it replaces clamped after each step, so order mattered)."""
+    cfg = DecayConfig()
+    shuffled = list(verdicts)
+    rnd.shuffle(shuffled)
+    ends = []
+    for order in (verdicts, shuffled):
+        up = down = 0
+        value = decay.initial_confidence(provenance, cfg)
+        for right in order:
+            up, down = up + right, down + (not right)
+            value = decay.evidence_confidence(provenance, up, down, cfg)
+        ends.append(value)
+    assert ends[0] == ends[1]
+
+
+def test_confidence_from_evidence_starts_at_the_initial_confidence_and_needs_a_body_for_099(
+        ) -> None:
+    cfg = DecayConfig()
+    learned = Provenance.SELF_LEARNED
+    assert decay.evidence_confidence(learned, 0, 0, cfg) == decay.initial_confidence(learned, cfg)
+    # the issue's numbers: most of 199 episodes held -> high; 3 of 8 -> not promotable
+    assert decay.evidence_confidence(learned, 183, 16, cfg) > 0.85
+    assert decay.evidence_confidence(learned, 3, 5, cfg) < cfg.base_confidence
+    assert decay.evidence_confidence(learned, 30, 0, cfg) < 0.9
+    assert decay.evidence_confidence(learned, 100, 0, cfg) < 0.99
+    assert decay.evidence_confidence(learned, 1_000, 0, cfg) == cfg.max_confidence
+    # what was told or inherited starts lower and needs more to get as far
+    assert (decay.evidence_confidence(Provenance.PREDECESSOR, 20, 2, cfg)
+            < decay.evidence_confidence(learned, 20, 2, cfg))
+    with pytest.raises(ValidationError):
+        decay.evidence_confidence(learned, -1, 0, cfg)
+    with pytest.raises(ConfigError):
+        decay.evidence_confidence(learned, 1, 0, DecayConfig(prior_strength=0.0))
