@@ -30,11 +30,11 @@ from typing import Any
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
-from grimoire.decay import effective_confidence
-from grimoire.embed import HashEmbedder
+from grimoire.gate.decay import effective_confidence
 from grimoire.grimoire import Grimoire
+from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, EntryStatus, GrimoireEntry
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.curator.replay_support import PLANTED, WALL, day_episodes

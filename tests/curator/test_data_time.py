@@ -9,9 +9,9 @@ from typing import Any
 
 from curator.cycle.evidence import validate_predictions
 from grimoire.clock import FrozenClock
-from grimoire.decay import effective_confidence
+from grimoire.gate.decay import effective_confidence
 from grimoire.records import EntryStatus
-from grimoire.stores.semantic_types import EntryFilter
+from grimoire.stores.semantic.types import EntryFilter
 from tests.curator.replay_support import WALL, replay
 from tests.curator.test_curator_support import (
     GAS_CLAIM,
