@@ -16,14 +16,13 @@
   consumed in the same transaction and logged, never counted. A net gain
   restarts the decay clock (SPEC §4). A claim the new episodes
   decisively *reverse* (``claims.reversal``: the opposite now holds, on
-  at least twice the support of one prediction) counts as wrong at the full
-  weight of one cycle (``validate_max_votes`` predictions), so it and the rules
-  derived from it leave PLAYBOOK.md at once instead of lingering until days of
-  scattered evidence wear them down. The reversed claim is proposed through the
-  admission gate (quarantined while an old one is still confident, released by
-  the quarantine review once it falls), and the family's change point is
-  recorded (``curator.claims.change_points``) so that no learner votes on it from a
-  window that still holds the old world.
+  at least twice the support of one prediction; ``curator.cycle.reversals``)
+  leaves PLAYBOOK.md by that verdict itself (its valid time ends there,
+  ``transitions.reversal_reason``), and the rules derived from it follow it out,
+  at once instead of lingering until days of scattered evidence wear them
+  down. The reversed claim is proposed through the admission gate, and the
+  family's change point is recorded (``curator.claims.change_points``) so that no
+  learner votes on it from a window that still holds the old world.
 - ``cross_reference_causal`` (step 6): every causal link ("A is followed by
   B within L") is judged on the occurrences of A whose lag window closed in
   the last ``curator.causal_lookback_ms`` (pooled, so a rare cause is judged
@@ -49,27 +48,21 @@ from curator.claims import (
     EpisodeWindow,
     EventIndex,
     Verdict,
-    change_points,
     check_causal,
     judge_claim,
-    reversal,
 )
+from curator.cycle.reversals import find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
     Change,
     Cycle,
-    admit_recorded,
     apply_changes,
     list_all,
     pending_votes,
-    refresh,
 )
 from curator.cycle.transitions import derived_from
-from curator.distiller import stats
-from curator.distiller.operations import category_for_claim
 from curator.views.render import band_cut_in
 from grimoire.context import Context
-from grimoire.gate.admit import Proposal
 from grimoire.gate.decay import net_votes
 from grimoire.records import (
     Category,
@@ -77,11 +70,8 @@ from grimoire.records import (
     EntryStatus,
     EpisodeType,
     GrimoireEntry,
-    Provenance,
-    Regime,
 )
-from grimoire.stores.semantic.types import CausalEdge, EdgeKind, EntryFilter
-from playbook.render_text import render_claim
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
 __all__ = ["cross_reference_causal", "link_change", "validate_predictions",
            "vote_change"]
@@ -246,6 +236,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     verdicts: dict[str, Verdict | None] = {}
     judged: list[tuple[GrimoireEntry, str | None, str]] = []
     claims: dict[str, Claim] = {}
+    reversed_owners: list[tuple[str, Verdict]] = []  # every entry stating a reversed claim
     pending: dict[str, tuple[Claim, int | None]] = {}
     found_claims = [(entry, _claim_of(entry, by_id)) for entry in entries] if cy.window else []
     counted_at = cy.ctx.semantic.last_evidence_at(
@@ -262,7 +253,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     for key, (claim, since) in pending.items():
         claims[key] = claim
         verdicts[key] = _judge(cy, window, claim, pools, since)
-    flipped = _reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
+    flipped = find_reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
     for key in flipped:
         verdict_now = verdicts[key]
         assert verdict_now is not None
@@ -283,6 +274,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         decided[entry.id] = (verdict, via)
         if via is None and key in flipped:
             reversed_claims.setdefault(key, (entry, flipped[key], verdict))
+            reversed_owners.append((entry.id, verdict))
     changes: list[Change] = []
     for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
         verdict, via = decided.get(entry_id, (None, None))
@@ -295,9 +287,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
             why=_why(verdict, via, held), votes=held, consume=entry_id in votes,
             own_claim=via is None))
     apply_changes(cy, changes)
-    reversed_list = list(reversed_claims.values())
-    _record_change_points(cy, reversed_list)
-    counts.update(_propose_reversals(cy, reversed_list))
+    counts.update(settle_reversals(cy, reversed_owners, list(reversed_claims.values()), pools))
     return counts
 
 
@@ -400,91 +390,7 @@ def _after(pools: dict[str, Any], name: str, window: EpisodeWindow, learned: int
     return cut
 
 
-def _reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict | None],
-               ) -> dict[str, Claim]:
-    """The claims the new episodes decisively reverse: claim key -> the claim they make now.
-
-    A reversal needs, besides ``claims.reversal`` (wrong, on twice one prediction's
-    support, past the baseline by half the claimed gap), that the condition's episodes lie
-    on the other side of the rest of the window they were judged in (``Verdict.
-    log_p_against``), and that this holds at family-wise ``curator.reversal_alpha`` with
-    Holm's step-down over every claim the cycle decided: each decided claim was a chance
-    to reverse one, and with dozens of claims judged every cycle a few noisily labelled
-    episodes would otherwise write an opposite rule now and then."""
-    cfg = cy.ctx.config
-    candidates: list[tuple[str, Claim, float]] = []
-    family = 0
-    for key, verdict in verdicts.items():
-        if verdict is None or verdict.right is None:
-            continue
-        family += 1
-        opposite = reversal(claims[key], verdict, min_support=cfg.curator.validate_min_support,
-                            min_effect=cfg.distiller.min_effect,
-                            min_rate_gap=cfg.distiller.min_rate_gap)
-        if opposite is not None and verdict.log_p_against < 0.0:
-            candidates.append((key, opposite, verdict.log_p_against))
-    rejected = stats.holm([log_p for _, _, log_p in candidates], cfg.curator.reversal_alpha,
-                          m=max(family, len(candidates)))
-    return {key: opposite for (key, opposite, _), r in zip(candidates, rejected, strict=True)
-            if r}
-
-
-def _record_change_points(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
-                          ) -> None:
-    """Each reversed claim's family changed at its first matching new episode."""
-    if not reversed_list:
-        return
-    when = {ep.id: ep.timestamp for ep in cy.window}
-    points: dict[str, int] = {}
-    for _, flipped, verdict in reversed_list:
-        times = [when[i] for i in verdict.episode_ids if i in when]
-        points[change_points.family(flipped)] = min(times) if times else cy.now
-    change_points.record(cy.ctx, points)
-
-
-def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],
-                       ) -> dict[str, int]:
-    """Claims the new episodes decisively reversed → the reversed claim, through the gate.
-
-    The gate quarantines it while an old claim is still confident (the firewall);
-    ``review_quarantine`` releases it once the old one has fallen.
-    """
-    counts = {"reversals": 0}
-    proposals: list[tuple[GrimoireEntry, Proposal]] = []
-    for entry, flipped, verdict in reversed_list:
-        if cy.ctx.semantic.find_by_claim_key(
-                flipped.key, EntryFilter(statuses=_KNOWN)) is not None:
-            continue  # already known (the learner or an earlier cycle)
-        category = category_for_claim(flipped)
-        content = (render_claim(flipped, category, "") or
-                   render_claim(flipped, Category.INSIGHT, "") or flipped.key)
-        regime = flipped.condition.get("regime")
-        proposals.append((entry, Proposal(
-            category=category, content=content, provenance=Provenance.SELF_LEARNED,
-            tags=("reversal", flipped.target.partition(":")[2]), strategy=flipped.strategy,
-            regime=Regime(regime) if isinstance(regime, str) and regime in _REGIMES else None,
-            parent_episode_ids=verdict.episode_ids[-200:], claim=flipped,
-            support=verdict.n, event_time=cy.now)))
-    if not proposals:
-        return counts
-    vectors = cy.ctx.embedder.embed([p.content for _, p in proposals])
-    for (old, proposal), vector in zip(proposals, vectors, strict=True):
-        why = f"the new episodes reverse {old.id}"
-        detail = {"reverses": old.id, "n": proposal.support,
-                  "observed": proposal.claim.effect if proposal.claim else None}
-        result = cy.ctx.writer.call(functools.partial(
-            admit_recorded, cy, proposal, vector, op="reversal", why=why, detail=detail))
-        refresh(cy, [result.get("id")])
-        counts["reversals"] += 1
-        decision = str(result["decision"])
-        counts[f"reversal_{decision}"] = counts.get(f"reversal_{decision}", 0) + 1
-    return counts
-
-
 MAX_EDGES_PER_LINK = 20  # episode pairs written as discovered edges per link and cycle
-_REGIMES = frozenset(r.value for r in Regime)
-_KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
-          EntryStatus.QUARANTINED)
 
 
 _Edge = tuple[str, str, int, float, str]  # cause, effect, lag ms, weight, relationship

@@ -18,8 +18,9 @@ one now; ``entries_decayed`` counts those that lost something.
   Structural entries, warnings, bloodstains (and summaries, which MUS prunes)
   are exempt.
 - ``review_quarantine`` (step 7): a held entry is released (as a candidate)
-  when the entry it contradicted has dropped below the firewall's confidence
-  (or is gone), or when it gained support itself (validated here); after
+  when the entry it contradicted has dropped below the firewall's confidence,
+  was reversed (its valid time ended) or is gone, or when it gained support
+  itself (validated here); after
   ``curator.quarantine_max_cycles`` reviews without either it is rejected
   (archived, kept as the record of why).
 - ``compact_episodes`` (step 7): merge the episodic store's fragments once
@@ -37,6 +38,7 @@ from curator.cycle.state import LIVE, Change, Cycle, apply_changes, list_all, re
 from curator.cycle.transitions import (
     demotion_reason,
     is_derived,
+    is_reversed,
     low_confidence_count,
     prune_reason,
 )
@@ -156,7 +158,10 @@ def review_quarantine(cy: Cycle) -> dict[str, Any]:
         alive = conflict is not None and conflict.status not in (EntryStatus.ARCHIVED,
                                                                  EntryStatus.QUARANTINED)
         conflict_eff = cy.eff(conflict) if alive and conflict is not None else None
-        if conflict_eff is None or conflict_eff < firewall:
+        if conflict is not None and alive and is_reversed(conflict):
+            action = "release"
+            why = "the entry it contradicted was reversed by the new episodes"
+        elif conflict_eff is None or conflict_eff < firewall:
             action = "release"
             why = ("the entry it contradicted is gone" if conflict_eff is None else
                    f"the entry it contradicted fell to {conflict_eff:.2f} < {firewall}")

@@ -18,11 +18,20 @@ least once; warnings are listed at any confidence when new. Demotion: active
 (contradicted at least once) or it faded below the prune line: missing a
 risk costs more than a false alarm. A rule derived from an insight follows
 its parent out (a heuristic cannot outlive the knowledge it was derived from).
+
+A claim the new episodes decisively *reversed* (``is_reversed``: its ``valid_until`` is
+the time the world it describes ended, set by the reversal verdict) leaves active status
+by that verdict alone (``reversal_reason``), whatever its confidence: its ✓ counted
+before the change still outweigh one cycle's ✗, and confidence is a function of the
+evidence, not a lever to push a claim out with. It is not promoted again while reversed;
+re-finding it after the change (the world turned back) clears the mark.
 Promotion and demotion can never both fire for the same state (a tested
 invariant), so nothing flaps within a cycle.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from grimoire.config import CuratorConfig
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
@@ -34,11 +43,13 @@ __all__ = [
     "demotion_reason",
     "derived_from",
     "is_derived",
+    "is_reversed",
     "is_summary",
     "low_confidence_count",
     "promotion_reason",
     "prune_exempt",
     "prune_reason",
+    "reversal_reason",
 ]
 
 DERIVED_TAG = "derived"
@@ -66,10 +77,25 @@ def derived_from(entry: GrimoireEntry) -> str | None:
     return entry.parent_entry_ids[0] if is_derived(entry) else None
 
 
+def is_reversed(entry: GrimoireEntry) -> bool:
+    """A claim whose valid time ended: the new episodes decisively reversed it at
+    ``valid_until`` (a summary's ``valid_until`` is only the last episode it covers)."""
+    return entry.valid_until is not None and not is_summary(entry)
+
+
+def reversal_reason(entry: GrimoireEntry) -> str | None:
+    """Why an active entry leaves active status (and PLAYBOOK.md) because its claim was
+    reversed, whatever its confidence, or None."""
+    if entry.status is not EntryStatus.ACTIVE or not is_reversed(entry):
+        return None
+    until = datetime.fromtimestamp(int(entry.valid_until or 0) / 1000, UTC)
+    return f"the new episodes reversed its claim (it held until {until:%Y-%m-%d %H:%M} UTC)"
+
+
 def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
                      parent_active: bool = True) -> str | None:
     """Why a candidate or demoted entry becomes active now, or None."""
-    if entry.status not in _OPEN or is_summary(entry):
+    if entry.status not in _OPEN or is_summary(entry) or is_reversed(entry):
         return None
     if is_derived(entry) and not parent_active:
         return None
@@ -96,6 +122,9 @@ def demotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
     """Why an active entry leaves active status (and PLAYBOOK.md) now, or None."""
     if entry.status is not EntryStatus.ACTIVE:
         return None
+    reversed_ = reversal_reason(entry)
+    if reversed_ is not None:
+        return reversed_
     if is_derived(entry) and not parent_active:
         return "the insight it was derived from is no longer active"
     if entry.category is Category.WARNING:

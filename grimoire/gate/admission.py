@@ -36,7 +36,9 @@ otherwise, at cosine ≥ ``related_similarity``, the texts are compared by
 negation parity (not/never/no/avoid/n't) and antonym swaps (higher/lower,
 rise/fall, profit/loss, ...), and a flip only counts as a contradiction when
 one text's numbers are a subset of the other's (same statement, not another
-window).
+window). A structured claim whose valid time ended (``valid_until``: the curator found
+it decisively reversed there) weighs nothing against a claim about the time after it (no
+firewall), though it is still never that claim's merge target.
 """
 
 from __future__ import annotations
@@ -193,7 +195,14 @@ def _relation(
     my_claim, their_claim = candidate.claim, neighbour.entry.claim
     if my_claim is not None and their_claim is not None:
         # Both structured: the claims decide; text similarity would only add noise.
-        return claim_relation(my_claim, their_claim), 1.0, True
+        relation = claim_relation(my_claim, their_claim)
+        ended = neighbour.entry.valid_until
+        if relation == "contradict" and ended is not None and ended <= candidate.event_time:
+            # The neighbour's claim held until ``ended`` (the episodes reversed it there):
+            # a claim about the time after it weighs nothing against it, and is still
+            # never merged into it.
+            return relation, 0.0, True
+        return relation, 1.0, True
     if neighbour.similarity < cfg.related_similarity:
         return None, 0.0, False
     relation = text_relation(mine(), TextSignature.of(neighbour.entry.content))
@@ -346,7 +355,8 @@ def assess(
     )
 
     # Hallucination firewall.
-    confident = [t for t in contradict if t[1].effective_confidence >= cfg.firewall_contradicted]
+    confident = [t for t in contradict
+                 if t[0] > 0.0 and t[1].effective_confidence >= cfg.firewall_contradicted]
     if factors["factual_confidence"] < cfg.firewall_factual and confident:
         worst = max(confident, key=lambda t: (t[1].effective_confidence, t[1].similarity))[1]
         reasons.append(f"contradicts {worst.entry.id} (confidence "

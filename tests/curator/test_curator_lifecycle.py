@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from curator.cycle.derive import derive_rule
 from curator.cycle.transitions import (
     demotion_reason,
+    is_reversed,
     low_confidence_count,
     promotion_reason,
     prune_reason,
+    reversal_reason,
 )
 from grimoire.config import CuratorConfig, DistillerConfig
 from grimoire.records import (
@@ -93,6 +95,25 @@ def test_derived_rules_follow_their_insight() -> None:
     assert promotion_reason(waiting, 0.9, CFG, parent_active=False) is None
 
 
+def test_a_reversed_claim_leaves_at_any_confidence_and_is_not_listed_again() -> None:
+    """A claim the episodes decisively reversed (its valid time ended) is demoted by that
+    alone, at any confidence and in any category, and never promoted while it stays so; a
+    summary's ``valid_until`` (the last episode it covers) is no reversal."""
+    for category in (Category.INSIGHT, Category.HEURISTIC, Category.WARNING):
+        active = entry(category=category, status=EntryStatus.ACTIVE, valid_until=7_200_000)
+        assert is_reversed(active)
+        reason = reversal_reason(active)
+        assert reason is not None and "1970-01-01 02:00" in reason
+        assert demotion_reason(active, 0.99, CFG) == reason
+        demoted = dataclasses.replace(active, status=EntryStatus.DEMOTED)
+        assert reversal_reason(demoted) is None
+        assert promotion_reason(demoted, 0.99, CFG) is None
+        assert promotion_reason(dataclasses.replace(demoted, valid_until=None), 0.99,
+                                CFG) is not None
+    summary = entry(status=EntryStatus.ACTIVE, tags=("summary", "summary:l1"), valid_until=5)
+    assert not is_reversed(summary) and reversal_reason(summary) is None
+
+
 def test_prune_after_three_low_cycles_with_exemptions() -> None:
     low = entry(status=EntryStatus.DEMOTED)
     counts = []
@@ -121,15 +142,17 @@ def test_low_quality_prune() -> None:
                                EntryStatus.DEMOTED]),
        provenance=st.sampled_from(list(Provenance)), eff=st.floats(0.05, 0.99),
        validated=st.integers(0, 3), contradicted=st.integers(0, 3),
-       derived=st.booleans(), parent_active=st.booleans())
+       derived=st.booleans(), parent_active=st.booleans(), ended=st.booleans())
 def test_promotion_and_demotion_never_both_fire(
         category: Category, status: EntryStatus, provenance: Provenance, eff: float,
-        validated: int, contradicted: int, derived: bool, parent_active: bool) -> None:
+        validated: int, contradicted: int, derived: bool, parent_active: bool,
+        ended: bool) -> None:
     """Promoting an entry and then judging it for demotion at the same confidence never
     demotes it again: no flapping within a cycle."""
     e = entry(category=category, status=status, provenance=provenance,
               validated_count=validated, contradicted_count=contradicted,
-              tags=("derived",) if derived else (), parent_entry_ids=("p",) if derived else ())
+              tags=("derived",) if derived else (), parent_entry_ids=("p",) if derived else (),
+              valid_until=5 if ended else None)
     if promotion_reason(e, eff, CFG, parent_active=parent_active) is not None:
         promoted = dataclasses.replace(e, status=EntryStatus.ACTIVE)
         assert demotion_reason(promoted, eff, CFG, parent_active=parent_active) is None

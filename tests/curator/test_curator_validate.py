@@ -12,6 +12,7 @@ import pytest
 from curator.claims import change_points
 from curator.cycle.evidence import validate_predictions, vote_change
 from curator.cycle.lifecycle import demote_and_prune
+from curator.cycle.promote import promote
 from curator.cycle.state import apply_changes, pending_votes
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -196,6 +197,46 @@ def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
     write(g, [gas_obs(hour(2, day=1) + i * 60_000, 42.0) for i in range(6)])
     clock.set(hour(5, day=1))
     assert validate_predictions(start_cycle(g))["reversals"] == 0
+
+
+def _gas_day(day: int, window_gas: float, rest_gas: float) -> list[dict[str, object]]:
+    """Six episodes in 02:00-04:00 at ``window_gas``, four after it at about ``rest_gas``."""
+    return ([gas_obs(hour(2, day) + i * 60_000, window_gas) for i in range(6)]
+            + [gas_obs(hour(4, day) + i * 60_000, rest_gas + (-1) ** i) for i in range(4)])
+
+
+def test_a_decisive_reversal_demotes_the_claim_itself_and_a_turn_back_revives_it(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """The reversal verdict is its own transition: the reversed insight leaves active
+    status (so PLAYBOOK.md) in the validation phase, its valid time ending at the first dear
+    episode, whatever its confidence, and no later promotion lists it while it stays
+    reversed. When the world turns back (the reversed claim is reversed in its turn), the
+    old entry's valid time resumes and promotion decides on its evidence again."""
+    old = put(g, claim=GAS_CLAIM, confidence=0.99)
+    write(g, _gas_day(0, 42.0, 24.0))
+    clock.set(hour(5))
+    cy = start_cycle(g)
+    counts = validate_predictions(cy)
+    assert counts["reversals"] == 1 and counts["reversed"] == 1
+    after = get(g, old.id)
+    assert after.status is EntryStatus.DEMOTED and after.valid_until == hour(2)
+    assert "reverse" in deltas(g, old.id)
+    # whatever its confidence, promotion does not list a reversed claim
+    g.context.writer.call(lambda: g.context.semantic.update_entry(
+        dataclasses.replace(get(g, old.id), confidence=0.99)))
+    assert promote(cy)["promoted"] == 0 and get(g, old.id).status is EntryStatus.DEMOTED
+    finish_cycle(cy)
+    (dear,) = [e for e in g.context.semantic.list_entries(limit=None)
+               if e.claim is not None and e.claim.direction == "higher"]
+    # the next day the window is cheap again: the dear claim is reversed, the old revived
+    write(g, _gas_day(1, 6.0, 24.0))
+    clock.set(hour(5, day=1))
+    cy = start_cycle(g)
+    counts = validate_predictions(cy)
+    assert counts["reversed"] == 1 and counts["revived"] == 1
+    assert get(g, dear.id).valid_until == hour(2, day=1)
+    assert get(g, old.id).valid_until is None
+    assert promote(cy)["promoted"] == 1 and get(g, old.id).status is EntryStatus.ACTIVE
 
 
 def test_a_reversal_must_hold_against_the_rest_of_its_own_window(

@@ -125,6 +125,20 @@ def test_contradicting_a_confident_entry_is_quarantined() -> None:
     assert decision.contradicting_ids == ("confident",)
 
 
+def test_a_claim_reversed_before_the_candidate_contradicts_nothing() -> None:
+    """The curator found "gas is lower at 02-04" decisively reversed at T0 - 1 h (its
+    ``valid_until``): "gas is higher at 02-04", about the time after it, is not held by a
+    firewall its own reversal had to get past (nor merged into the old claim), while a
+    claim about the time before the reversal still is."""
+    old = near("reversed", 0.93, 0.95, claim=claim("lower"), valid_until=T0 - 3_600_000)
+    after = run(candidate(claim=claim("higher"), category="warning"), [old])
+    assert after.decision == "admitted" and after.contradicting_ids == ("reversed",)
+    assert after.factors["factual_confidence"] == CFG.neutral_factual
+    before = run(candidate(claim=claim("higher"), category="warning",
+                           event_time=T0 - 7_200_000), [old])
+    assert before.decision == "quarantined" and before.conflicting_id == "reversed"
+
+
 def test_a_contradiction_is_never_skipped_or_merged_as_a_duplicate() -> None:
     # Measured with the bundled model: the negated rule sits at cosine 0.975.
     decision = run(candidate(NEVER_SWAP, category="heuristic"), [near("weak", 0.975, 0.4)])
