@@ -5,16 +5,15 @@
   the cut point the claim states) is judged against
   the episodes that arrived since the last cycle (``curator.claims``), and, when
   they do not decide it, on all its pending episodes pooled (those after its
-  evidence was last counted: a daily two-hour window gives two a cycle):
-  right +0.05, wrong −0.10 per prediction (every ``validate_min_support``
-  matching episodes are one). One definition of evidence (issue 11): the
-  verdict's episodes are recorded per entry (``entry_evidence``) and only
-  those never counted for the entry are evidence; ✓ / ✗ grow by exactly
-  that many episodes, confidence moves only with them, and the claim's
-  numbers become running totals over them. The learners' UPVOTE / DOWNVOTE
-  operations (re-findings on overlapping windows, meta ``pending_votes``) are
-  consumed in the same transaction and logged, never counted. A net gain
-  restarts the decay clock (SPEC §4). A claim the new episodes
+  evidence was last counted: a daily two-hour window gives two a cycle).
+  One definition of evidence (issue 11): the verdict's episodes are recorded
+  per entry (``entry_evidence``) and only those never counted for the entry
+  are evidence; ✓ / ✗ grow by exactly that many episodes, confidence is the
+  function of them and provenance (``decay.evidence_confidence``, SPEC §13),
+  and the claim's numbers become running totals over them. The learners'
+  UPVOTE / DOWNVOTE operations (re-findings on overlapping windows, meta
+  ``pending_votes``) are consumed in the same transaction and logged, never
+  counted. A confirmation restarts the decay clock (SPEC §4). A claim the new episodes
   decisively *reverse* (``claims.reversal``: the opposite now holds, on
   at least twice the support of one prediction; ``curator.cycle.reversals``)
   leaves PLAYBOOK.md by that verdict itself (its valid time ends there,
@@ -63,7 +62,7 @@ from curator.cycle.state import (
 from curator.cycle.transitions import derived_from
 from curator.views.render import band_cut_in
 from grimoire.context import Context
-from grimoire.gate.decay import net_votes
+from grimoire.gate.decay import evidence_confidence
 from grimoire.records import (
     Category,
     Claim,
@@ -84,12 +83,13 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
 
     The verdict's episodes are recorded for the entry (``SemanticStore.record_evidence``);
     only those never counted for it before are evidence: ✓ / ✗ grow by exactly that many
-    episodes, and confidence moves (right +0.05, wrong −0.10 per prediction, netted once
-    with ``decay.net_votes``) only when there is such new evidence. The learners' batched
-    UPVOTEs / DOWNVOTEs (``votes``) are re-findings of the same regularity on overlapping
-    windows: they are consumed and logged, never counted. With ``own_claim``, the claim's
-    numbers become the running totals over every episode it was judged on, so the
-    sentence PLAYBOOK.md shows always cites at least the episodes behind ✓ and ✗."""
+    episodes, and confidence is then the function of them and the entry's provenance
+    (``decay.evidence_confidence``), never a step per vote; no new evidence, no change.
+    A confirmation restarts the decay clock (age is applied on read). The learners'
+    batched UPVOTEs / DOWNVOTEs (``votes``) are re-findings of the same regularity on
+    overlapping windows: they are consumed and logged, never counted. With ``own_claim``,
+    the claim's numbers become the running totals over every episode it was judged on, so
+    the sentence PLAYBOOK.md shows always cites at least the episodes behind ✓ and ✗."""
     cfg = cy.ctx.config.decay
     now = cy.now
     semantic = cy.ctx.semantic
@@ -103,25 +103,20 @@ def vote_change(cy: Cycle, entry_id: str, verdict: Verdict | None, *, op: str, w
             kind = "confirm" if verdict.right else "contradict"
             new = semantic.record_evidence(cur.id, verdict.episode_ids, kind,
                                            cycle=cy.number, now=now)
-        share = len(new) / max(1, len(set(verdict.episode_ids))) if verdict else 0.0
-        weight = round(verdict.predictions * share) if verdict is not None and new else 0
-        if new and weight == 0:
-            weight = 1
-        right = weight if decided and verdict is not None and verdict.right else 0
-        wrong = weight if decided and verdict is not None and verdict.right is False else 0
-        gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
+        if not new or verdict is None:
+            return cur
+        right = verdict.right is True
+        ups = cur.validated_count + (len(new) if right else 0)
+        downs = cur.contradicted_count + (0 if right else len(new))
         claim = cur.claim
-        if own_claim and claim is not None and judged and verdict is not None:
-            fresh = len(new)
-            if fresh and verdict.observed is not None:
-                total = claim.support + fresh
-                effect = (claim.effect * claim.support + verdict.observed * fresh) / total
-                claim = dataclasses.replace(claim, effect=float(effect), support=total)
+        if own_claim and claim is not None and judged and verdict.observed is not None:
+            total = claim.support + len(new)
+            effect = (claim.effect * claim.support + verdict.observed * len(new)) / total
+            claim = dataclasses.replace(claim, effect=float(effect), support=total)
         return dataclasses.replace(
-            cur, confidence=net_votes(cur.confidence, 0, 0, cfg, right=right, wrong=wrong),
-            validated_count=cur.validated_count + (len(new) if right else 0),
-            contradicted_count=cur.contradicted_count + (len(new) if wrong else 0),
-            last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
+            cur, confidence=evidence_confidence(cur.provenance, ups, downs, cfg),
+            validated_count=ups, contradicted_count=downs,
+            last_accessed_at=max(cur.last_accessed_at, now) if right else cur.last_accessed_at,
             claim=claim)
 
     detail = {**(verdict.to_dict() if verdict is not None else {}),
@@ -139,8 +134,9 @@ def link_change(cy: Cycle, entry_id: str, check: CausalCheck, *, why: str) -> Ch
     the occurrences never counted before, and the claim's totals (its sentence's "k of n
     times") take them in: n grows by the new occurrences, k by the new followed ones. So
     ✓ is the followed occurrences counted and can never exceed the k (nor the n) the
-    sentence cites. Confidence moves with the pooled verdict, weighted by the share of
-    its occurrences that are new (none new: no move)."""
+    sentence cites. Confidence is then the function of ✓ / ✗ and provenance
+    (``decay.evidence_confidence``); a pooled verdict that holds restarts the decay clock.
+    No occurrence new: no change."""
     cfg = cy.ctx.config.decay
     now = cy.now
     semantic = cy.ctx.semantic
@@ -155,20 +151,16 @@ def link_change(cy: Cycle, entry_id: str, check: CausalCheck, *, why: str) -> Ch
         fresh = len(held) + len(failed)
         if fresh == 0:
             return cur
-        share = fresh / max(1, len(followed) + len(missed))
-        weight = max(1, round(verdict.predictions * share))
-        right = weight if verdict.right else 0
-        wrong = weight if verdict.right is False else 0
         claim = cur.claim
         if claim is not None:
             hits = claim.effect * claim.support + len(held)
             total = claim.support + fresh
             claim = dataclasses.replace(claim, effect=hits / total, support=total)
-        gain = right * cfg.prediction_right > wrong * cfg.prediction_wrong
+        ups, downs = cur.validated_count + len(held), cur.contradicted_count + len(failed)
+        gain = verdict.right is True
         return dataclasses.replace(
-            cur, confidence=net_votes(cur.confidence, 0, 0, cfg, right=right, wrong=wrong),
-            validated_count=cur.validated_count + len(held),
-            contradicted_count=cur.contradicted_count + len(failed),
+            cur, confidence=evidence_confidence(cur.provenance, ups, downs, cfg),
+            validated_count=ups, contradicted_count=downs,
             last_accessed_at=max(cur.last_accessed_at, now) if gain else cur.last_accessed_at,
             claim=claim)
 
@@ -207,9 +199,8 @@ def _why(verdict: Verdict | None, via: str | None, votes: tuple[int, int]) -> st
     parts = []
     if verdict is not None and verdict.right is not None:
         observed = "n/a" if verdict.observed is None else f"{verdict.observed:.4g}"
-        parts.append(("reversed, counted as " if verdict.reversed else "") +
-                     f"{verdict.predictions} prediction{'s' * (verdict.predictions != 1)} "
-                     f"{'right' if verdict.right else 'wrong'}: observed {observed} over "
+        parts.append(("reversed: " if verdict.reversed else "") +
+                     f"{'held' if verdict.right else 'failed'}: observed {observed} over "
                      f"{verdict.n} new episodes vs claimed {verdict.effect:.4g} (baseline "
                      f"{verdict.baseline:.4g})" + (f", through insight {via}" if via else ""))
     if votes != (0, 0):
@@ -254,14 +245,10 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         claims[key] = claim
         verdicts[key] = _judge(cy, window, claim, pools, since)
     flipped = find_reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
-    for key in flipped:
+    for key in flipped:  # counted as the evidence it is; the reversal is its own transition
         verdict_now = verdicts[key]
         assert verdict_now is not None
-        # a decisive reversal counts for the most predictions one cycle may count
-        verdicts[key] = dataclasses.replace(
-            verdict_now, predictions=max(verdict_now.predictions,
-                                         cy.ctx.config.curator.validate_max_votes),
-            reversed=True)
+        verdicts[key] = dataclasses.replace(verdict_now, reversed=True)
     for entry, via, key in judged:
         verdict = verdicts[key]
         if verdict is None:

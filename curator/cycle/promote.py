@@ -37,7 +37,7 @@ from curator.cycle.state import (
     refresh,
 )
 from curator.cycle.transitions import LOCAL_PROVENANCE, derived_from, promotion_reason
-from grimoire.gate.decay import default_decay_class
+from grimoire.gate.decay import default_decay_class, evidence_confidence
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 
 __all__ = ["TRIED_KEY", "parameterize", "parent_active_map", "promote", "promotion_change"]
@@ -84,7 +84,8 @@ def _derive(cy: Cycle, entry: GrimoireEntry, vector: npt.NDArray[np.float32],
 
 def _inherit_evidence(cy: Cycle, rule_id: str, insight: GrimoireEntry) -> None:
     """Writer thread: a derived rule starts from its parent's evidence (issue 11), the
-    same counted episodes and so the same ✓ / ✗, never a bare confidence with ✓0."""
+    same counted episodes and so the same ✓ / ✗ and the confidence they give, never a bare
+    confidence with ✓0."""
     semantic = cy.ctx.semantic
     rows = semantic.list_evidence(insight.id)
     ups = semantic.record_evidence(rule_id, [r[0] for r in rows if r[1] == "confirm"],
@@ -94,7 +95,9 @@ def _inherit_evidence(cy: Cycle, rule_id: str, insight: GrimoireEntry) -> None:
     rule = semantic.get_entry(rule_id)
     if rule is not None and (ups or downs):
         semantic.update_entry(dataclasses.replace(
-            rule, validated_count=len(ups), contradicted_count=len(downs), updated_at=cy.now))
+            rule, validated_count=len(ups), contradicted_count=len(downs), updated_at=cy.now,
+            confidence=evidence_confidence(rule.provenance, len(ups), len(downs),
+                                           cy.ctx.config.decay)))
 
 
 def parameterize(cy: Cycle) -> dict[str, Any]:

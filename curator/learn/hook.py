@@ -15,7 +15,8 @@ batched votes, EDIT with a curator delta, causal links as entries plus
 
 Votes are not applied here: ``record_votes`` adds them to the semantic meta
 key ``pending_votes`` = ``{entry_id: {"up": n, "down": n}}``, and the curator
-cycle nets them once per cycle (``decay.net_votes``) and clears the key.
+cycle consumes them once per cycle (logged as re-findings, never counted) and clears
+the key.
 
 Runs on the caller's thread (the heartbeat, or a curator phase); every write
 goes to the writer thread in its own short job, so the agent's writes never

@@ -3,9 +3,10 @@
 The contract with the curator cycle: the semantic meta key ``pending_votes``
 holds ``{entry_id: {"up": n, "down": n}}``; ``record_votes`` adds to it (on
 the writer thread, read and write in one transaction, so two learners never
-lose each other's votes); the curator reads it once per cycle, applies each
-entry's net with ``decay.net_votes`` and clears the key. Nothing here changes
-a confidence. Must not: apply votes or touch entries.
+lose each other's votes); the curator reads it once per cycle, logs each
+entry's votes as re-findings (not evidence: they move neither ✓ / ✗ nor
+confidence) and clears the key.
+Nothing here changes a confidence. Must not: apply votes or touch entries.
 """
 
 from __future__ import annotations

@@ -54,16 +54,19 @@ class DecayConfig:
     low_quality_threshold: float = opt(0.3, "quality below this halves the half-life")
     low_quality_multiplier: float = opt(0.5, "half-life multiplier for low-quality entries")
     floor: float = opt(0.05, "effective confidence never falls below this")
-    upvote: float = opt(0.10, "confidence added by an UPVOTE")
-    downvote: float = opt(0.15, "confidence removed by a DOWNVOTE")
+    upvote: float = opt(0.10, "decay.apply_vote only (SPEC §4's UPVOTE); no stored "
+                        "confidence moves by it: see decay.prior_strength")
+    downvote: float = opt(0.15, "decay.apply_vote only (SPEC §4's DOWNVOTE); no stored "
+                          "confidence moves by it: see decay.prior_strength")
     prediction_right: float = opt(
-        0.05, "curator: confidence added per validated prediction. Confidence follows "
-        "evidence: an entry starts at its provenance's prior (self-learned 0.5) and moves "
-        "only by the curator's verdicts on episodes never counted for it before (every "
-        "curator.validate_min_support of them one prediction); learners re-finding it, "
-        "merges and restatements move nothing; a derived rule starts from its parent's "
-        "confidence and counted episodes")
-    prediction_wrong: float = opt(0.10, "curator: confidence removed for a wrong prediction")
+        0.05, "decay.prediction_vote only; no stored confidence moves by it. Confidence "
+        "follows evidence (SPEC §13): an entry starts at its provenance's prior "
+        "(self-learned 0.5) and is then the function of the episodes the curator counted "
+        "for and against it (decay.prior_strength); learners re-finding it, merges and "
+        "restatements move nothing; a derived rule starts from its parent's counted "
+        "episodes")
+    prediction_wrong: float = opt(0.10, "decay.prediction_vote only; no stored confidence "
+                                  "moves by it")
     min_confidence: float = opt(0.05, "confidence clamp, lower bound")
     max_confidence: float = opt(0.99, "confidence clamp, upper bound")
     dream_strength: float = opt(0.5, "strength added by a dream validation")
@@ -214,7 +217,8 @@ class CuratorConfig:
     validate_min_support: int = opt(
         3, "new episodes matching a claim's condition per prediction the cycle judges")
     validate_max_votes: int = opt(
-        10, "predictions one claim counts for in one cycle at most (+0.05 / -0.10 each)")
+        10, "predictions one claim's verdict counts for in one cycle at most (the verdict's "
+        "weight in the learners' statistics; confidence follows the episodes counted)")
     window_episodes: int = opt(2000, "newest unprocessed episodes one cycle reads at most")
     causal_lookback_ms: int = opt(
         86_400_000, "a causal link is judged on the cause occurrences whose lag window closed "

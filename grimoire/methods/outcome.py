@@ -4,19 +4,20 @@ For the retrieval's *entries* (episodes are append-only and only take part
 in the weight learning):
 
 - positive, followed: ``strength + 1`` and the decay clock restarts
-  (``decay.reinforce``), ``validated_count + 1`` (for an entry without a structured
-  claim: the decision is recorded once in its evidence ledger; a claim is confirmed
-  only by the episodes the curator judges it on); a ``caused_success``
-  edge entry → decision (the retrieval id).
+  (``decay.reinforce``); for an entry without a structured claim the decision is
+  recorded once in its evidence ledger, ``validated_count + 1``, and its confidence
+  is the function of its ✓ / ✗ and provenance (``decay.evidence_confidence``, SPEC
+  §13); a claim is confirmed only by the episodes the curator judges it on. A
+  ``caused_success`` edge entry → decision (the retrieval id).
 - negative, followed, same task (the entry's regime and strategy do not
-  contradict the retrieval's): contradiction evidence — ``contradicted_count
-  + 1`` and one DOWNVOTE (−0.15) — then SPEC §11's context-aware decay,
-  confidence × (0.7 + 0.25 · region_quality), the entry's region from the
-  curator's region model (meta ``regions``), neutral 0.5 without one. A
-  ``caused_failure`` edge. Two separate penalties on purpose: the vote is
-  the evidence, the region factor scales it by how likely the failure was
-  the entry's fault (0.7 in a region where actions fail, 0.95 where they
-  succeed). A different task: no penalty (seed 003: it was not relevant).
+  contradict the retrieval's): for an entry without a structured claim,
+  contradiction evidence — the decision recorded once, ``contradicted_count + 1``
+  and the confidence of its new counts; an entry with a claim keeps its confidence
+  (its claim has its own validator, and a vote or a penalty would be a confidence no
+  ✓ / ✗ explains). A ``caused_failure`` edge, and the entry's region quality
+  (SPEC §11, from the curator's region model, neutral 0.5 without one) in the
+  report: how likely the failure was the entry's fault. A different task: nothing
+  (seed 003: it was not relevant).
 - returned but not followed (positive or negative): an ``irrelevant`` edge,
   nothing else. Neutral outcomes change no entry.
 
@@ -40,7 +41,7 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.errors import NotAvailableError, NotFoundError, ValidationError
-from grimoire.gate.decay import apply_vote, penalise_failure, reinforce
+from grimoire.gate.decay import evidence_confidence, reinforce
 from grimoire.logs import get_logger
 from grimoire.records import GrimoireEntry
 from grimoire.retrieval.rerank import FACTORS
@@ -178,19 +179,19 @@ def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
                 kind = EdgeKind.CAUSED_SUCCESS
                 updated = reinforce(entry, now)
                 if _counts_decision(ctx, entry, rid, "confirm", now):
-                    updated = dataclasses.replace(updated,
-                                                  validated_count=entry.validated_count + 1)
+                    ups = entry.validated_count + 1
+                    updated = dataclasses.replace(updated, validated_count=ups, confidence=(
+                        evidence_confidence(entry.provenance, ups, entry.contradicted_count,
+                                            cfg)))
             elif outcome == "negative":
                 kind = EdgeKind.CAUSED_FAILURE
                 if _same_task(entry, context):
-                    voted = apply_vote(entry.confidence, "down", cfg)
-                    region_quality = quality.get(entry_id, 0.5)
-                    counted = _counts_decision(ctx, entry, rid, "contradict", now)
-                    updated = dataclasses.replace(
-                        entry, contradicted_count=entry.contradicted_count + int(counted),
-                        confidence=penalise_failure(voted, region_quality, same_task_type=True,
-                                                    followed=True, cfg=cfg))
-                    change["region_quality"] = region_quality
+                    change["region_quality"] = quality.get(entry_id, 0.5)
+                    if _counts_decision(ctx, entry, rid, "contradict", now):
+                        downs = entry.contradicted_count + 1
+                        updated = dataclasses.replace(
+                            entry, contradicted_count=downs, confidence=evidence_confidence(
+                                entry.provenance, entry.validated_count, downs, cfg))
                 else:
                     change["skipped"] = "different regime or strategy: not evidence against it"
             if updated is not None:

@@ -19,7 +19,8 @@ from curator.cycle.summaries import REGIONS_KEY, hierarchical_summaries
 from curator.hierarchy.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, FrozenClock
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry
+from grimoire.gate.decay import evidence_confidence
+from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import EdgeKind
 from tests.curator.test_curator_support import (
     GAS_CLAIM,
@@ -114,7 +115,7 @@ def _shift(at: int) -> dict[str, Any]:
             "regime": "high_vol"}
 
 
-def test_causal_links_gain_edges_evidence_and_votes(g: Grimoire, clock: FrozenClock) -> None:
+def test_causal_links_gain_edges_and_evidence(g: Grimoire, clock: FrozenClock) -> None:
     claim = Claim({"event": "clade_alert", "within_ms": 600_000}, "event:regime_shift",
                   "higher", 0.85, 0.1, 5)
     link = put(g, category=Category.CAUSAL_LINK, claim=claim, confidence=0.6,
@@ -129,7 +130,8 @@ def test_causal_links_gain_edges_evidence_and_votes(g: Grimoire, clock: FrozenCl
                       "wrong": 0}
     after = get(g, link.id)
     assert after.claim is not None and after.claim.support == 8
-    assert after.confidence == pytest.approx(0.65) and after.validated_count == 3
+    assert after.validated_count == 3 and after.confidence == evidence_confidence(
+        Provenance.SELF_LEARNED, 3, 0, g.context.config.decay)
     assert after.claim.effect == pytest.approx((0.85 * 5 + 3) / 8)  # the running rate
     edge = g.context.semantic.get_edge(ids[0], ids[1], EdgeKind.DISCOVERED)
     assert edge is not None and edge.lag_ms == 3 * minute and edge.evidence_count == 1

@@ -15,6 +15,7 @@ from curator.cycle.promote import parameterize, promote
 from curator.cycle.run import run_cycle
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
+from grimoire.gate.decay import evidence_confidence
 from grimoire.records import Category, DecayClass, EntryStatus, Provenance
 from tests.curator.test_curator_support import (
     GAS_CLAIM,
@@ -74,21 +75,24 @@ def test_active_cost_insight_yields_one_derived_heuristic(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM, confidence=0.9, strategy=None)
     semantic = g.context.semantic
+    held = [f"e{i}" for i in range(30)]
     g.context.writer.call(lambda: (
-        semantic.record_evidence(insight.id, ["e1", "e2", "e3"], "confirm", cycle=1),
-        semantic.record_evidence(insight.id, ["e4"], "contradict", cycle=1)))
+        semantic.record_evidence(insight.id, held, "confirm", cycle=1),
+        semantic.record_evidence(insight.id, ["e-against"], "contradict", cycle=1)))
     counts = parameterize(start_cycle(g))
     assert counts["proposed"] == 1 and counts["heuristics"] == 1 and counts["admitted"] == 1
     rules = g.entry_list(category="heuristic")["entries"]
     assert len(rules) == 1
     rule = rules[0]
-    # It starts from its parent's evidence (issue 11): the same counted episodes, ✓3 ✗1.
-    assert (rule["validated_count"], rule["contradicted_count"]) == (3, 1)
-    assert semantic.count_evidence(rule["id"]) == (3, 1)
+    # It starts from its parent's evidence (issue 11): the same counted episodes, ✓30 ✗1,
+    # and the confidence they give (SPEC §13), not the bare one it was derived at.
+    assert (rule["validated_count"], rule["contradicted_count"]) == (30, 1)
+    assert semantic.count_evidence(rule["id"]) == (30, 1)
     assert rule["parent_entry_ids"] == [insight.id]
     assert rule["content"].startswith("When the time is between 02:00 and 04:00 UTC, prefer")
-    assert rule["confidence"] == pytest.approx(0.9)
-    # At 0.9 >= 0.7 and learnt here, it is promoted in the same cycle it is derived.
+    assert rule["confidence"] == evidence_confidence(Provenance.SELF_LEARNED, 30, 1,
+                                                     g.context.config.decay)
+    # At 0.85 >= 0.7 and learnt here, it is promoted in the same cycle it is derived.
     assert rule["provenance"] == "self_learned" and rule["status"] == "active"
     assert counts["promoted"] == 1
     assert deltas(g, rule["id"]) == ["derive", "promote"]

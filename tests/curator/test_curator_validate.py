@@ -16,7 +16,8 @@ from curator.cycle.promote import promote
 from curator.cycle.state import apply_changes, pending_votes
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
-from grimoire.records import Category, EntryStatus
+from grimoire.gate.decay import evidence_confidence
+from grimoire.records import Category, EntryStatus, Provenance
 from tests.curator.test_curator_support import (
     GAS_CLAIM,
     SWAP_CLAIM,
@@ -35,7 +36,13 @@ from tests.curator.test_curator_support import (
 # --- 1. validate predictions ---------------------------------------------------------------
 
 
-def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
+def confidence_of(g: Grimoire, confirmed: int, contradicted: int) -> float:
+    """What ✓ / ✗ give a self-learned entry (``decay.evidence_confidence``, SPEC §13)."""
+    return evidence_confidence(Provenance.SELF_LEARNED, confirmed, contradicted,
+                               g.context.config.decay)
+
+
+def test_a_right_prediction_validates_and_restarts_the_decay_clock(
         g: Grimoire, clock: FrozenClock) -> None:
     insight = put(g, claim=GAS_CLAIM, confidence=0.6)
     clock.set(hour(5))
@@ -44,7 +51,7 @@ def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
     assert counts == {"judged": 1, "right": 1, "wrong": 0, "undecided": 0, "voted": 0,
                       "upvotes": 0, "downvotes": 0, "reversals": 0}
     after = get(g, insight.id)
-    assert after.confidence == pytest.approx(0.65)
+    assert after.confidence == confidence_of(g, 4, 0)  # from the evidence, not a +0.05 step
     # ✓ counts the distinct episodes the claim held on, and the sentence's numbers take
     # them in (issue 11): never more ✓ than the episodes the line cites.
     assert (after.validated_count, after.contradicted_count) == (4, 0)
@@ -55,8 +62,10 @@ def test_right_prediction_upvotes_validates_and_restarts_the_decay_clock(
     assert len(g.context.semantic.list_evidence(insight.id)) == 4
 
 
-def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
+def test_a_wrong_prediction_counts_against_the_claim_and_its_derived_rule(
         g: Grimoire, clock: FrozenClock) -> None:
+    """Three episodes against: each entry's confidence is what ✗3 gives, whatever it
+    stood at (0.9, 0.8, 0.7): the same evidence, the same confidence."""
     insight = put(g, claim=GAS_CLAIM, confidence=0.9)
     child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.8,
                 parent_entry_ids=(insight.id,), content="When 02-04, prefer swap")
@@ -66,10 +75,11 @@ def test_wrong_prediction_downvotes_the_claim_and_its_derived_rule(
           + [swap(hour(4) + i, "positive") for i in range(3)])
     counts = validate_predictions(start_cycle(g))
     assert counts["wrong"] == 3 and counts["right"] == 0
-    assert get(g, insight.id).confidence == pytest.approx(0.8)
-    assert get(g, child.id).confidence == pytest.approx(0.7)
+    assert get(g, insight.id).confidence == confidence_of(g, 0, 3)
+    assert get(g, child.id).confidence == confidence_of(g, 0, 3)
     assert get(g, child.id).contradicted_count == 3  # the three dear-gas episodes
-    assert get(g, warning.id).confidence == pytest.approx(0.6)
+    assert get(g, warning.id).contradicted_count == 3
+    assert get(g, warning.id).confidence == confidence_of(g, 0, 3)
     assert get(g, insight.id).last_accessed_at == insight.last_accessed_at  # no reset
 
 
@@ -115,9 +125,9 @@ def test_learner_votes_are_not_evidence_but_are_taken_off_the_pending_list(
     counts = validate_predictions(start_cycle(g))
     assert counts["voted"] == 2 and counts["upvotes"] == 3 and counts["downvotes"] == 2
     assert get(g, voted.id) == voted
-    assert get(g, judged.id).confidence == pytest.approx(0.5 + 0.05)
+    assert get(g, judged.id).confidence == confidence_of(g, 3, 0)
     assert (get(g, judged.id).validated_count, get(g, judged.id).contradicted_count) == (3, 0)
-    assert get(g, judged.id).last_accessed_at == hour(5)  # a net gain restarts the clock
+    assert get(g, judged.id).last_accessed_at == hour(5)  # a confirmation restarts the clock
     assert semantic.get_meta("pending_votes") == {}
     assert deltas(g, voted.id) == [] and deltas(g, judged.id) == ["validate"]
 
@@ -156,14 +166,17 @@ def test_votes_recorded_after_the_snapshot_stay_pending(g: Grimoire) -> None:
     assert semantic.get_meta("pending_votes") == {entry.id: {"up": 1, "down": 1}}
 
 
-def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
+def test_a_decisive_reversal_demotes_the_claim_and_proposes_the_reversed_one(
         g: Grimoire, clock: FrozenClock) -> None:
-    """Cheap gas at 02-04 turns dear on 6 episodes: the opposite decisively holds, so the
-    old insight takes the full weight of one cycle (10 wrong predictions, to the floor) and
-    its derived rule follows it out; the reversed claim goes through the gate, and the
-    family's change point is recorded at the first dear episode for the learners."""
-    old = put(g, claim=GAS_CLAIM, confidence=0.99)
-    child = put(g, category=Category.HEURISTIC, tags=("derived",), confidence=0.9,
+    """Cheap gas at 02-04, confirmed on 60 episodes, turns dear on 6: the opposite
+    decisively holds. The old insight's 60 ✓ still outweigh the 6 ✗ (its confidence says
+    so), yet the reversal itself takes it out of PLAYBOOK.md and its derived rule follows
+    it; the reversed claim goes through the gate (admitted: a claim that ended is no
+    firewall), and the family's change point is recorded at the first dear episode for
+    the learners."""
+    old = put(g, claim=GAS_CLAIM, confidence=confidence_of(g, 60, 0), validated_count=60)
+    child = put(g, category=Category.HEURISTIC, tags=("derived",),
+                confidence=confidence_of(g, 60, 0), validated_count=60,
                 parent_entry_ids=(old.id,), content="When 02-04, prefer swap",
                 status=EntryStatus.ACTIVE)
     write(g, [gas_obs(hour(2) + i * 60_000, 42.0) for i in range(6)]
@@ -174,9 +187,11 @@ def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
     assert counts["wrong"] == 2 and counts["reversals"] == 1
     assert counts.get("reversal_admitted") == 1
     after = get(g, old.id)
-    assert after.confidence == pytest.approx(0.05) and after.contradicted_count == 6
-    assert get(g, child.id).confidence == pytest.approx(0.05)
-    assert demote_and_prune(cy)["demoted"] >= 1
+    assert after.contradicted_count == 6 and after.confidence == confidence_of(g, 60, 6)
+    assert after.confidence > 0.8  # its evidence, not a vote to the floor
+    assert after.status is EntryStatus.DEMOTED and after.valid_until == hour(2)
+    assert get(g, child.id).confidence == confidence_of(g, 60, 6)
+    assert demote_and_prune(cy)["demoted"] == 1
     assert get(g, child.id).status is EntryStatus.DEMOTED
     (new,) = [e for e in g.context.semantic.list_entries(limit=None)
               if e.claim is not None and e.claim.direction == "higher"]
@@ -188,7 +203,7 @@ def test_a_decisive_reversal_floors_the_claim_and_proposes_the_reversed_one(
     (audit,) = [d for d in g.context.semantic.list_curator_deltas(entry_id=old.id)
                 if d.op == "validate"]
     assert audit.after is not None
-    assert audit.after["why"].startswith("reversed, counted as 10 predictions wrong")
+    assert audit.after["why"].startswith("reversed: failed: observed 42 over 6 new episodes")
     assert audit.after["detail"]["reversed"] is True
     assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY) == {
         change_points.family(GAS_CLAIM): hour(2)}
@@ -212,7 +227,7 @@ def test_a_decisive_reversal_demotes_the_claim_itself_and_a_turn_back_revives_it
     episode, whatever its confidence, and no later promotion lists it while it stays
     reversed. When the world turns back (the reversed claim is reversed in its turn), the
     old entry's valid time resumes and promotion decides on its evidence again."""
-    old = put(g, claim=GAS_CLAIM, confidence=0.99)
+    old = put(g, claim=GAS_CLAIM, confidence=confidence_of(g, 60, 0), validated_count=60)
     write(g, _gas_day(0, 42.0, 24.0))
     clock.set(hour(5))
     cy = start_cycle(g)
@@ -222,8 +237,7 @@ def test_a_decisive_reversal_demotes_the_claim_itself_and_a_turn_back_revives_it
     assert after.status is EntryStatus.DEMOTED and after.valid_until == hour(2)
     assert "reverse" in deltas(g, old.id)
     # whatever its confidence, promotion does not list a reversed claim
-    g.context.writer.call(lambda: g.context.semantic.update_entry(
-        dataclasses.replace(get(g, old.id), confidence=0.99)))
+    assert cy.eff(after) > 0.8
     assert promote(cy)["promoted"] == 0 and get(g, old.id).status is EntryStatus.DEMOTED
     finish_cycle(cy)
     (dear,) = [e for e in g.context.semantic.list_entries(limit=None)
@@ -294,13 +308,14 @@ def test_reversals_are_holm_corrected_over_the_cycles_claims(
 def test_a_wrong_but_indecisive_verdict_records_no_change_point(
         g: Grimoire, clock: FrozenClock) -> None:
     """Gas at 20 gwei in the cheap window: wrong (past the midpoint) but not past the
-    baseline of 24, so no reversal: one wrong prediction per 3 episodes, nothing else."""
+    baseline of 24, so no reversal: six episodes against, nothing else."""
     old = put(g, claim=GAS_CLAIM, confidence=0.9)
     write(g, [gas_obs(hour(2) + i * 60_000, 20.0) for i in range(6)])
     clock.set(hour(5))
     counts = validate_predictions(start_cycle(g))
     assert counts["wrong"] == 1 and counts["reversals"] == 0
-    assert get(g, old.id).confidence == pytest.approx(0.7)
+    assert get(g, old.id).confidence == confidence_of(g, 0, 6)
+    assert get(g, old.id).status is EntryStatus.ACTIVE and get(g, old.id).valid_until is None
     assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY, None) is None
 
 
@@ -363,16 +378,19 @@ def test_a_band_claim_whose_sentence_states_no_cut_is_left_alone(
 
 def test_a_band_warning_decisively_reversed_is_turned_round_at_its_cut(
         g: Grimoire, clock: FrozenClock) -> None:
-    """Swaps above the cut now win while the others lose: the old warning takes a full
-    cycle's weight, and the reversed claim (same band, same cut) goes through the gate with
-    a sentence that states the cut."""
+    """Swaps above the cut now win while the others lose: the old warning leaves by the
+    reversal (its ✓ still stand), and the reversed claim (same band, same cut) goes through
+    the gate with a sentence that states the cut."""
     warning = put(g, category=Category.WARNING, claim=BAND_WARNING, content=BAND_SENTENCE,
-                  confidence=0.9)
+                  confidence=confidence_of(g, 34, 0), validated_count=34)
     write(g, _gas_swaps(hour(1), 12, 35.0, 1000) + _gas_swaps(hour(2), 12, 20.0, 1))
     clock.set(hour(3))
     counts = validate_predictions(start_cycle(g))
     assert counts["wrong"] == 1 and counts["reversals"] == 1
-    assert get(g, warning.id).confidence == pytest.approx(0.05)
+    assert counts["reversal_admitted"] == 1
+    after = get(g, warning.id)
+    assert after.confidence == confidence_of(g, 34, 12) and after.confidence > 0.5
+    assert after.status is EntryStatus.DEMOTED and after.valid_until == hour(1)
     (new,) = [e for e in g.context.semantic.list_entries(limit=None)
               if e.claim is not None and e.claim.direction == "lower"]
     assert new.claim is not None and new.claim.band_cut == 31.2

@@ -61,7 +61,8 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     g.context.writer.call(lambda: g.context.semantic.update_entry(
         dataclasses.replace(get(g, entry_id), claim=GAS_CLAIM)))
     # Two cycles' validation and promotion phases (the learners' own votes are left out,
-    # so the history is exactly the curator's): +0.05 → 0.55, then +0.05 → 0.60, promoted.
+    # so the history is exactly the curator's): ✓5 gives (5 + 5) / (5 + 10) = 0.67 >= 0.6,
+    # promoted; then ✓8.
     for day in (0, 1):
         write(g, [gas_obs(hour(2.1, day=day) + i, 7.0) for i in range(3)])
         clock.set(hour(5, day=day))
@@ -72,8 +73,8 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
 
     data = g.entry_explain(entry_id[:13])
     assert data["id"] == entry_id
-    assert [h["op"] for h in data["history"]][:3] == ["validate", "validate", "promote"]
-    promote = data["history"][2]
+    assert [h["op"] for h in data["history"]][:3] == ["validate", "promote", "validate"]
+    promote = data["history"][1]
     assert promote["before"] == {"status": "candidate"}
     assert promote["after"]["status"] == "active" and "0.6" in promote["after"]["why"]
     assert data["votes"] == {"validated_count": 8, "contradicted_count": 0}

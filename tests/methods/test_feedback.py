@@ -1,4 +1,5 @@
-"""``outcome.report``: strength, votes, context-aware decay, outcome edges and learned weights."""
+"""``outcome.report``: strength, evidence for entries without a claim, region quality,
+outcome edges and learned weights."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from curator.hierarchy.regions import RegionModel
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import NotFoundError, ValidationError
-from grimoire.records import Category, Claim, DecayClass, Regime
+from grimoire.gate.decay import evidence_confidence
+from grimoire.records import Category, Claim, DecayClass, GrimoireEntry, Regime
 from grimoire.stores.semantic.types import EdgeKind
 from tests.retrieval.retrieve_support import DAY, entry, ids, open_grimoire, put_entry, settle
 
@@ -29,6 +31,10 @@ def clock() -> FrozenClock:
 def g(tmp_path: Path, clock: FrozenClock) -> Iterator[Grimoire]:
     with open_grimoire(tmp_path / "data", clock) as grimoire:
         yield grimoire
+
+
+def _confidence(g: Grimoire, e: GrimoireEntry, confirmed: int, contradicted: int) -> float:
+    return evidence_confidence(e.provenance, confirmed, contradicted, g.context.config.decay)
 
 
 def _three(g: Grimoire, clock: FrozenClock, **fields: object) -> list[str]:
@@ -50,7 +56,8 @@ def test_positive_reinforces_followed_entries_and_links_them(
     after = entry(g, used)
     assert after.strength == 2.0 and after.validated_count == 1
     assert after.last_accessed_at == clock.now  # the decay clock restarts
-    assert after.confidence == 0.6  # strength, not confidence, is what a success buys
+    # a decision is evidence for an entry without a claim: its confidence is what ✓1 gives
+    assert after.confidence == _confidence(g, after, 1, 0)
     for other in ignored:
         assert entry(g, other).strength == 1.0
     semantic = g.context.semantic
@@ -62,15 +69,17 @@ def test_positive_reinforces_followed_entries_and_links_them(
     assert record.outcome_detail is not None and record.outcome_detail["pnl"] == 12.5
 
 
-def test_negative_penalises_followed_by_vote_and_region_factor(
+def test_negative_counts_against_the_followed_entry_only(
         g: Grimoire, clock: FrozenClock) -> None:
+    """The failure is ✗1 for the entry followed: its confidence is what ✗1 gives (SPEC §13),
+    not a DOWNVOTE and a region factor on top of whatever it stood at."""
     made = _three(g, clock)
     result = g.retrieve(query=QUERY, kinds=["entry"])
     g.outcome_report(retrieval_id=result["retrieval_id"], outcome="negative",
                      followed_ids=[made[0]])
     hit = entry(g, made[0])
     assert hit.contradicted_count == 1
-    assert hit.confidence == pytest.approx((0.6 - 0.15) * (0.7 + 0.25 * 0.5))
+    assert hit.confidence == _confidence(g, hit, 0, 1)
     assert hit.strength == 1.0
     assert entry(g, made[1]).confidence == 0.6  # not followed: not responsible
     assert g.context.semantic.get_edge(made[0], result["retrieval_id"],
@@ -78,7 +87,8 @@ def test_negative_penalises_followed_by_vote_and_region_factor(
 
 
 def test_region_quality_comes_from_the_curators_model(g: Grimoire, clock: FrozenClock) -> None:
-    """A region where actions usually succeed protects its entries (factor near 0.95)."""
+    """The report names the failed entry's region quality (how likely the failure was its
+    fault: near 1 where actions usually succeed); its confidence is its evidence's."""
     made = _three(g, clock)
     vectors = g.context.semantic.entry_vectors(made)
     model = RegionModel(1)
@@ -91,7 +101,8 @@ def test_region_quality_comes_from_the_curators_model(g: Grimoire, clock: Frozen
     report = g.outcome_report(retrieval_id=result["retrieval_id"], outcome="negative",
                               followed_ids=[made[2]])
     assert report["entries"][0]["region_quality"] == pytest.approx(quality)
-    assert entry(g, made[2]).confidence == pytest.approx((0.6 - 0.15) * (0.7 + 0.25 * quality))
+    failed = entry(g, made[2])
+    assert failed.contradicted_count == 1 and failed.confidence == _confidence(g, failed, 0, 1)
 
 
 def test_failure_in_another_regime_is_no_evidence(g: Grimoire, clock: FrozenClock) -> None:
@@ -187,7 +198,8 @@ def test_a_decision_is_counted_once_in_the_ledger_and_never_for_a_claim(
         g: Grimoire, clock: FrozenClock) -> None:
     """Every ✓ is a ledger row (issue 11): a reported decision confirms an entry without a
     claim once, recorded as that decision; an entry with a claim is confirmed only by the
-    episodes the curator judges it on, so the decision moves its strength, not its ✓."""
+    episodes the curator judges it on, so the decision moves its strength, not its ✓ (nor
+    its confidence)."""
     made = _three(g, clock)
     semantic = g.context.semantic
     claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.0, 24.0, 40)
@@ -211,7 +223,8 @@ def test_a_decision_is_counted_once_in_the_ledger_and_never_for_a_claim(
     assert entry(g, made[0]).contradicted_count == 1
     assert semantic.count_evidence(made[0]) == (1, 1)
     assert entry(g, made[2]).contradicted_count == 0
-    assert entry(g, made[2]).confidence < claimed.confidence  # still its DOWNVOTE
+    # nor does a failure move its confidence: no ✗ stands behind such a move
+    assert entry(g, made[2]).confidence == claimed.confidence
 
 
 def test_explain_lists_reported_decisions_apart_from_episodes(
