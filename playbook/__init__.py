@@ -7,6 +7,7 @@ them out (``compile_playbook``) and replaces the file (``write_atomic``).
 
 from playbook.compiler import (
     FORMAT_VERSION,
+    ConfidenceRule,
     compile_listing,
     compile_playbook,
     iso_utc,
@@ -15,5 +16,5 @@ from playbook.compiler import (
 from playbook.io import write_atomic
 from playbook.items import PlaybookItem
 
-__all__ = ["FORMAT_VERSION", "PlaybookItem", "compile_listing", "compile_playbook", "iso_utc",
-           "updated_line", "write_atomic"]
+__all__ = ["FORMAT_VERSION", "ConfidenceRule", "PlaybookItem", "compile_listing",
+           "compile_playbook", "iso_utc", "updated_line", "write_atomic"]

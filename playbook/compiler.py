@@ -13,6 +13,7 @@ values, floats are printed with fixed formats, time comes in as a number.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from playbook.glossary import words_used
 from playbook.items import PlaybookItem, as_item
 from playbook.render_text import clean_inline, entry_sentence, short_ids
 
-__all__ = ["FORMAT_VERSION", "compile_listing", "compile_playbook", "iso_utc"]
+__all__ = ["FORMAT_VERSION", "ConfidenceRule", "compile_listing", "compile_playbook", "iso_utc"]
 
 FORMAT_VERSION = 1
 _RULES = (Category.WARNING, Category.HEURISTIC)
@@ -47,6 +48,38 @@ _SOURCE = {
 }
 _COUNT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_SUPPORT_REFS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceRule:
+    """The numbers of the confidence rule the preamble states (``decay.evidence_confidence``):
+    ``k`` (``decay.prior_strength``), the prior of self-learned knowledge, and the clamp's
+    top. The caller passes its configuration's; the defaults are the shipped ones."""
+
+    prior_strength: float = 10.0
+    learned_prior: float = 0.5
+    top: float = 0.99
+
+    def to_top(self) -> int:
+        """Confirming episodes (none against) self-learned knowledge needs to reach the top."""
+        gap = self.top - self.learned_prior
+        return max(0, math.ceil(round(self.prior_strength * gap / (1.0 - self.top), 6)))
+
+    def of(self, confirmed: int, contradicted: int) -> float:
+        """The rule's value for self-learned knowledge just confirmed (no age)."""
+        k = self.prior_strength
+        return (confirmed + k * self.learned_prior) / (confirmed + contradicted + k)
+
+    def sentence(self) -> list[str]:
+        """The preamble's statement of the rule: one sentence."""
+        k, p = f"{self.prior_strength:g}", f"{self.learned_prior:g}"
+        return [
+            "- `conf` is how sure the agent is today (0 to 1), by one rule for every line:",
+            f"  (✓ + {k} × prior) / (✓ + ✗ + {k}), the prior {p} for what it learned itself"
+            " (less for what it was told or inherited), halved for every half-life of its"
+            " kind since it last held; so equal evidence gives equal confidence, and"
+            f" {self.top:g} takes {self.to_top()} ✓ with no ✗.",
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +110,11 @@ def compile_playbook(
     generated_at: int,
     counts: Mapping[str, int],
     max_lines: int,
+    rule: ConfidenceRule | None = None,
 ) -> str:
     """PLAYBOOK.md's text (``compile_listing`` without the list of what it shows)."""
     return compile_listing(entries, tick=tick, generated_at=generated_at, counts=counts,
-                           max_lines=max_lines)[0]
+                           max_lines=max_lines, rule=rule)[0]
 
 
 def compile_listing(
@@ -90,6 +124,7 @@ def compile_listing(
     generated_at: int,
     counts: Mapping[str, int],
     max_lines: int,
+    rule: ConfidenceRule | None = None,
 ) -> tuple[str, list[PlaybookItem]]:
     """Render PLAYBOOK.md, and say which of ``entries`` it shows (in the file's rank order).
 
@@ -102,7 +137,8 @@ def compile_listing(
     ``counts`` are store-level numbers for the front matter (e.g.
     ``{"entries_total": 532}``). When the rules do not fit, the entries with
     the lowest effective confidence × quality are left out, and the file says
-    how many.
+    how many. ``rule``: the confidence rule's numbers the preamble states (default: the
+    shipped configuration's).
     """
     _check_int(tick, "tick")
     _check_int(generated_at, "generated_at")
@@ -125,7 +161,8 @@ def compile_listing(
     skipped = len(items) - len(rules) - len(support)
     ranked = rules + support
     shorts = short_ids(i.entry.id for i in items)
-    header = _Header(tick, generated_at, store_counts, max_lines, len(ranked), skipped)
+    header = _Header(tick, generated_at, store_counts, max_lines, len(ranked), skipped,
+                     rule or ConfidenceRule())
 
     # Each entry's sentence is built once; renders below only lay lines out.
     texts = {row.entry.id: _entry_text(row.entry) for row in ranked}
@@ -161,6 +198,7 @@ class _Header:
     max_lines: int
     offered: int
     skipped: int
+    rule: ConfidenceRule
 
 
 def _row(item: PlaybookItem) -> _Row:
@@ -264,12 +302,13 @@ def _preamble(header: _Header) -> list[list[str]]:
         ],
         [
             "How to read a line such as"
-            " `` - `0192ab3c` · conf 0.82 · ✓5 ✗1 · high_vol — When …, do … because … ``:",
+            f" `` - `0192ab3c` · conf {header.rule.of(8, 1):.2f} · ✓8 ✗1 · high_vol — When …,"
+            " do … because … ``:",
             "- `0192ab3c` is the entry's short id; `grimoire explain 0192ab3c` shows where it",
             "  came from (the episodes behind it) and how its confidence changed.",
-            "- `conf` is how sure the agent is today (0 to 1, already lowered for age);",
-            "  `✓` / `✗` count the distinct episodes on which it held / failed (each once, so",
-            "  never more than the episodes its sentence cites).",
+            "- `✓` / `✗` count the distinct episodes on which it held / failed (each once, so"
+            " never more than the episodes its sentence cites).",
+            *header.rule.sentence(),
             "- Then the market regime it applies to (`any regime` if it holds in all).",
             "- Warnings come first in each section and are listed at any confidence, because",
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",

@@ -24,7 +24,13 @@ from typing import Any
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
-from grimoire.gate.decay import effective_confidence, half_life_ms, retention
+from grimoire.gate.decay import (
+    effective_confidence,
+    evidence_confidence,
+    half_life_ms,
+    initial_confidence,
+    retention,
+)
 from grimoire.records import EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.evidence import DECISION_PREFIX
 from grimoire.stores.semantic.types import EntryFilter
@@ -69,10 +75,23 @@ def resolve_entry(ctx: Context, id: str) -> GrimoireEntry:
     return matches[0]
 
 
+def _rule(ctx: Context, entry: GrimoireEntry, now: int) -> dict[str, Any]:
+    """The terms of the confidence rule for this entry (SPEC §13, ``evidence_confidence``)."""
+    cfg = ctx.config.decay
+    from_evidence = evidence_confidence(entry.provenance, entry.validated_count,
+                                        entry.contradicted_count, cfg)
+    return {"confirmed": entry.validated_count, "contradicted": entry.contradicted_count,
+            "prior": initial_confidence(entry.provenance, cfg), "k": cfg.prior_strength,
+            "from_evidence": round(from_evidence, 4), "stored": entry.confidence,
+            "age_factor": round(retention(entry, now, cfg), 4),
+            "effective": round(effective_confidence(entry, now, cfg), 4)}
+
+
 def _decay(ctx: Context, entry: GrimoireEntry, now: int) -> dict[str, Any]:
     cfg = ctx.config.decay
     half = half_life_ms(entry, cfg)
     return {
+        "rule": _rule(ctx, entry, now),
         "confidence": entry.confidence,
         "effective_confidence": round(effective_confidence(entry, now, cfg), 4),
         "retention": round(retention(entry, now, cfg), 4),
@@ -247,6 +266,20 @@ def _numbers_text(n: Mapping[str, Any]) -> list[str]:
             f"since (each once, as ✓ or ✗)."]
 
 
+def _rule_lines(rule: Mapping[str, Any]) -> list[str]:
+    """The confidence rule with this entry's terms (and its stored value where it differs:
+    set when written, before any evidence was counted)."""
+    k = f"{rule['k']:g}"
+    head = (f"Confidence rule: (✓{rule['confirmed']} + {k} × prior {rule['prior']:g}) / "
+            f"(✓{rule['confirmed']} + ✗{rule['contradicted']} + {k}) = "
+            f"{rule['from_evidence']:.3f} from the evidence")
+    tail = f" × age factor {rule['age_factor']:.3f} = {rule['effective']:.3f} now."
+    if abs(rule["stored"] - rule["from_evidence"]) <= 5e-4:
+        return [head + "," + tail]
+    return [head + ";", f"  stored {rule['stored']:.3f} (set when it was written: the rule "
+                        "replaces it once evidence is counted)," + tail]
+
+
 def render_text(data: Mapping[str, Any]) -> str:
     """The owner-readable form of ``explain_entry``'s data."""
     e = data["entry"]
@@ -260,6 +293,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         + ("never decays" if d["half_life_days"] is None else
            f"half-life {d['half_life_days']} d × strength {d['strength']}")
         + f"; last reinforced {d['days_since_access']} d ago).",
+        *_rule_lines(d["rule"]),
         f"Votes: ✓{data['votes']['validated_count']} ✗{data['votes']['contradicted_count']}. "
         f"Provenance: {data['provenance']['provenance']} "
         f"(golem {data['provenance']['source']['golem_id']}).",

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from grimoire.context import Context
-from grimoire.gate.decay import effective_confidence
-from grimoire.records import Category, EntryStatus, GrimoireEntry
+from grimoire.gate.decay import effective_confidence, initial_confidence
+from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import EntryFilter
-from playbook import PlaybookItem, compile_listing, write_atomic
+from playbook import ConfidenceRule, PlaybookItem, compile_listing, write_atomic
 
 __all__ = ["playbook_counts", "render_playbook", "select_entries", "write_playbook"]
 
@@ -86,9 +86,12 @@ def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
     entries = select_entries(ctx, snapshot)
     items = [PlaybookItem(e, min(1.0, max(0.0, effective_confidence(
         e, now, ctx.config.decay)))) for e in entries]
+    cfg = ctx.config.decay
+    rule = ConfidenceRule(cfg.prior_strength, initial_confidence(Provenance.SELF_LEARNED, cfg),
+                          cfg.max_confidence)
     text, shown = compile_listing(items, tick=tick, generated_at=now,
                                   counts=playbook_counts(ctx) if counts is None else counts,
-                                  max_lines=ctx.config.playbook.max_lines)
+                                  max_lines=ctx.config.playbook.max_lines, rule=rule)
     return text, entries, shown
 
 

@@ -89,6 +89,17 @@ def test_history_of_an_admitted_validated_promoted_entry(g: Grimoire, clock: Fro
     assert data["provenance"]["episodes"][0]["text"].startswith("WETH/USDC gas 5.5 gwei")
     assert data["decay"]["half_life_days"] == 7.0
     assert data["decay"]["effective_confidence"] <= data["decay"]["confidence"]
+    # explain shows the confidence rule's terms (SPEC §13) and their result
+    rule = data["decay"]["rule"]
+    assert (rule["confirmed"], rule["contradicted"], rule["prior"], rule["k"]) == (8, 0, 0.5,
+                                                                                 10.0)
+    assert rule["from_evidence"] == pytest.approx(13 / 18, abs=1e-4)
+    assert rule["stored"] == pytest.approx(13 / 18)
+    assert rule["effective"] == data["decay"]["effective_confidence"]
+    assert rule["age_factor"] == data["decay"]["retention"]
+    assert (f"Confidence rule: (✓8 + 10 × prior 0.5) / (✓8 + ✗0 + 10) = 0.722 from the "
+            f"evidence, × age factor {rule['age_factor']:.3f} = {rule['effective']:.3f} now."
+            in data["text"])
     text = data["text"]
     assert entry_id in text and "Admission gate:" in text and "promote" in text
     assert "Episodes the learners found it in (the last 2 of the 2 kept)" in text

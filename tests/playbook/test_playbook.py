@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from grimoire.errors import ValidationError
 from grimoire.records import Category, Claim, DecayClass, GrimoireEntry, Provenance, Regime
-from playbook import PlaybookItem, compile_playbook
+from playbook import ConfidenceRule, PlaybookItem, compile_playbook
 from playbook.render_text import clean_inline, short_ids
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -393,3 +393,21 @@ def test_the_updated_line_names_categories_in_words() -> None:
     assert updated_line({"warning": 2, "heuristic": 1, "causal_link": 1, "insight": 0}) == (
         "PLAYBOOK.md updated: 2 warnings, 1 heuristic, 1 causal link")
     assert updated_line({}) == "PLAYBOOK.md updated: nothing selected yet"
+
+
+def test_the_preamble_states_the_confidence_rule_with_the_configured_numbers() -> None:
+    """One sentence says how every line's `conf` follows from its ✓ / ✗, prior and age
+    (SPEC §13), with the numbers of the configuration it was compiled under; its example
+    line obeys it."""
+    text = compile_([make_entry()])
+    rule = next(line for line in text.splitlines() if line.startswith("- `conf` is"))
+    assert "by one rule for every line" in rule
+    assert ("(✓ + 10 × prior) / (✓ + ✗ + 10), the prior 0.5 for what it learned itself"
+            in text)
+    assert "half-life" in text and "0.99 takes 490 ✓ with no ✗." in text
+    assert "`` - `0192ab3c` · conf 0.68 · ✓8 ✗1 ·" in text  # (8 + 5) / (8 + 1 + 10)
+    other = compile_([make_entry()], rule=ConfidenceRule(prior_strength=4.0,
+                                                         learned_prior=0.6))
+    assert "(✓ + 4 × prior) / (✓ + ✗ + 4), the prior 0.6 for" in other
+    assert "0.99 takes 156 ✓ with no ✗." in other
+    assert "· conf 0.80 · ✓8 ✗1 ·" in other  # (8 + 2.4) / (8 + 1 + 4)
