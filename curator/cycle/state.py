@@ -54,6 +54,7 @@ __all__ = [
     "parse_votes",
     "pending_votes",
     "refresh",
+    "store_time",
     "window_vectors",
 ]
 
@@ -143,6 +144,15 @@ def data_time(previous: CycleState, window: Sequence[Episode], clock_now: int) -
     if previous.watermark is not None:
         return previous.watermark[0]
     return int(clock_now)
+
+
+def store_time(ctx: Context) -> int:
+    """The data's own time for what the owner reads (``explain``, ``entry.get`` / ``list``):
+    the newest episode stored, else the curator's watermark, the clock only before any
+    episode was written: the same notion ``data_time`` gives a cycle. A replayed or
+    backfilled store shows each entry as its cycles saw it, not decayed by however long
+    ago the replayed days were on the clock."""
+    return data_time(CycleState.load(ctx), ctx.episodes.recent(1), ctx.now())
 
 
 def load_window(ctx: Context, after: tuple[int, str] | None, limit: int) -> list[Episode]:

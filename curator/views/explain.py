@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from curator.cycle.state import store_time
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
@@ -205,7 +206,7 @@ def _numbers(ctx: Context, entry: GrimoireEntry, evidence: Mapping[str, Any],
 def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
     """Everything known about one entry's history (see the module doc)."""
     entry = resolve_entry(ctx, id)
-    now = ctx.now()
+    now = store_time(ctx)  # the data's own time, as the curator's cycles judge it
     deltas = [{"cycle": d.cycle, "op": d.op, "at": d.created_at, "before": d.before,
                "after": d.after} for d in ctx.semantic.list_curator_deltas(entry_id=entry.id)]
     quarantine = ctx.semantic.get_quarantine(entry.id)

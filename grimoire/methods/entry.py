@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from curator.cycle.state import store_time
 from curator.cycle.transitions import SUMMARY_TAG, is_summary
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
@@ -144,7 +145,7 @@ def get_entry(ctx: Context, id: str) -> dict[str, Any]:
         raise NotFoundError(f"no entry with id {id}")
     data = entry.to_dict()
     data["effective_confidence"] = round(
-        effective_confidence(entry, ctx.now(), ctx.config.decay), 4)
+        effective_confidence(entry, store_time(ctx), ctx.config.decay), 4)
     return data
 
 
@@ -175,7 +176,7 @@ def list_entries(ctx: Context, *, category: str | None, status: str | None,
         statuses=None if status is None else (parse_enum(EntryStatus, status, "status"),),
         strategies=None if strategy is None else (strategy,),
     )
-    now = ctx.now()
+    now = store_time(ctx)  # effective confidence at the data's own time, as the curator's
     entries: list[GrimoireEntry] = []
     offset = 0
     while len(entries) < limit:  # the store's order, pages read until enough of the kind

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from curator.cycle.state import store_time
 from curator.views.playbook import render_playbook
 from grimoire.context import Context
 from grimoire.errors import StoreError
@@ -34,7 +35,7 @@ def playbook_get(ctx: Context) -> dict[str, Any]:
     try:
         markdown = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        now = ctx.now()
+        now = store_time(ctx)
         return {
             "markdown": render_playbook(ctx, now=now, tick=ctx.tick), "tick": ctx.tick,
             "generated_at": now, "path": str(path), "exists": False,

@@ -86,3 +86,25 @@ def test_a_claim_its_new_episodes_cannot_decide_is_judged_on_all_its_pending_one
     assert counted[0] == (0, 0)  # two episodes decide nothing yet
     assert counted[1] == (4, 0)  # the two pending ones and today's two, pooled
     assert counted[-1][0] == 8 and counted[-1][1] == 0  # each episode counted once
+
+
+def test_the_owner_views_read_a_replayed_store_at_its_data_time(tmp_path: Path) -> None:
+    """explain, entry.get and entry.list show each entry's effective confidence at the
+    data's own time (the newest episode), as the curator's cycles judged
+    it, not decayed by the 300-odd days between the replayed history and the clock."""
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "data", clock) as g:
+        times = replay(g, clock, 4, live=False)
+        assert clock.now - times[-1] > 200 * 86_400_000  # the clock reads a year later
+        cfg = g.context.config.decay
+        learned = g.context.semantic.list_entries(EntryFilter(statuses=tuple(EntryStatus)),
+                                                  limit=None)
+        entry = max(learned, key=lambda e: (e.validated_count, e.id))
+        at_data = round(effective_confidence(entry, times[-1], cfg), 4)
+        assert at_data > round(effective_confidence(entry, clock.now, cfg), 4)
+        explained = g.entry_explain(id=entry.id)
+        assert explained["now"] == times[-1]
+        assert explained["decay"]["effective_confidence"] == at_data
+        assert g.entry_get(id=entry.id)["effective_confidence"] == at_data
+        listed = {e["id"]: e for e in g.entry_list(limit=1000, kind="all")["entries"]}
+        assert listed[entry.id]["effective_confidence"] == at_data
