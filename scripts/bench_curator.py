@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"| retrieve p95 during / idle | {ratio:.2f}x (goal ≤ 2x) |")
 
 
-PARTS = {"cycle": main, "pure": "benches.pure"}
+PARTS = {"cycle": main, "pure": "benches.pure", "replay": "benches.replay"}
 
 if __name__ == "__main__":
     from benches import dispatch

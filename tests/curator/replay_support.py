@@ -1,5 +1,5 @@
 """A generated stream replayed day by day with its own past timestamps (issue 24), shared by
-``tests/curator/test_data_time.py`` and ``scripts/replay_time.py``. No tests here.
+``tests/curator/test_data_time.py`` and ``scripts/bench_curator.py --part replay``. No tests here.
 
 The stream (seeded) plants four regularities, each recognised by the structured claim that
 states it (``PLANTED``):

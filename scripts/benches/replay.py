@@ -1,7 +1,7 @@
 """Replayed time: does the curator learn the same from a backfilled history as from a live one?
 
-Usage: python scripts/replay_time.py [--days 21] [--seed 1] [--clock wall|data|both]
-                                     [--show] [--keep DIR]
+Usage: python scripts/bench_curator.py --part replay [--days 21] [--seed 1]
+                           [--clock wall|data|both] [--show] [--keep DIR] [--quick]
 
 Issue 24. An agent that backfills its history (or replays a log) writes each episode with
 its own past timestamp, in daily batches, and runs the curator after every batch; its clock
@@ -25,9 +25,11 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benches import apply_quick
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.gate.decay import effective_confidence
@@ -36,7 +38,7 @@ from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.curator.replay_support import PLANTED, WALL, day_episodes
 
 
@@ -122,18 +124,18 @@ def run(days: int, seed: int, clock_mode: str, show: bool, keep: Path | None) ->
     return result
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=int, default=21)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "data", "both"), default="both")
     parser.add_argument("--show", action="store_true", help="print every day's row")
     parser.add_argument("--keep", type=Path, default=None, help="copy the stores here")
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="7 days")
+    args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"days": 7})
     modes = ("wall", "data") if args.clock == "both" else (args.clock,)
     for mode in modes:
         run(args.days, args.seed, mode, args.show, args.keep)
-
-
-if __name__ == "__main__":
-    main()
+    return 0
