@@ -226,11 +226,14 @@ def test_inferred_edges_no_decision_used_are_pruned_after_their_ttl(
     g.retrieve(query="gas fees spiking on base chain again", mode="browse")  # not a decision
     settle(g)
     clock.advance(30 * hour)  # 60 h after the edges were made, 30 h after the use
+    # The curator runs on the data's own time: the agent's next episode moves it.
+    g.episode_write(text="a quiet hour on every chain")
     summary = run_cycle(g.context)
     assert summary["phases"]["edges"]["pruned"] == 1
     assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is not None
     assert semantic.get_edge(idle_cause, idle, EdgeKind.AUTO) is None
     assert semantic.get_edge(idle_cause, idle, EdgeKind.EXPLICIT) is not None
     clock.advance(49 * hour)  # the use is old now too
+    g.episode_write(text="another quiet hour on every chain")
     assert run_cycle(g.context)["phases"]["edges"]["pruned"] == 1
     assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is None

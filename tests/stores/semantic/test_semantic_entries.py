@@ -434,6 +434,8 @@ def test_public_surface() -> None:
         "read_only",
         # causal edges earn their place: bounded fan-in, uses, pruning of unused edges
         "bound_fan_in", "mark_edges_used", "prune_unused_edges",
+        # the curator's pooled judging: when a claim's evidence was last counted
+        "last_evidence_at",
     }
 
 
