@@ -145,6 +145,12 @@ def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim
                                       why=f"the new episodes reverse {entry.id}, which had "
                                           "reversed it: its claim holds again"))
             continue
+        archived = cy.ctx.semantic.find_by_claim_key(
+            flipped.key, EntryFilter(statuses=(EntryStatus.ARCHIVED,)))
+        if archived is not None:  # one entry per claim: the cold one comes back
+            revived.append(Change(archived.id, "revive", _unarchive,
+                                  why=f"the new episodes reverse {entry.id} into its claim"))
+            continue
         category = category_for_claim(flipped)
         content = (render_claim(flipped, category, "") or
                    render_claim(flipped, Category.INSIGHT, "") or flipped.key)
@@ -171,6 +177,14 @@ def _propose_reversals(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim
         decision = str(result["decision"])
         counts[f"reversal_{decision}"] = counts.get(f"reversal_{decision}", 0) + 1
     return counts
+
+
+def _unarchive(cur: GrimoireEntry) -> GrimoireEntry | None:
+    """An archived claim the episodes show again: a candidate, its ✓ / ✗ kept."""
+    if cur.status is not EntryStatus.ARCHIVED:
+        return None
+    return dataclasses.replace(cur, status=EntryStatus.CANDIDATE, valid_until=None,
+                               consecutive_low_confidence=0)
 
 
 def _revive(cur: GrimoireEntry) -> GrimoireEntry | None:

@@ -14,6 +14,8 @@
   when the link is admitted, merged, upvoted or edited.
 - an ADD whose claim the gate earlier merged into (or skipped as a duplicate
   of) another entry holding the same claim (or none) is that entry's UPVOTE;
+  an ADD of a claim an archived entry holds brings that entry back (``_revive``:
+  one entry per claim, its ✓ / ✗ kept) and is its UPVOTE;
   one it rejected waits until its support has doubled (``alias``);
 - the parent episodes of every operation that reached the store are marked
   consolidated.
@@ -42,7 +44,7 @@ from grimoire.gate.admit import Proposal, admit
 from grimoire.gate.agreement import claim_relation
 from grimoire.logs import get_logger
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
-from grimoire.stores.semantic.types import CausalEdge, EdgeKind
+from grimoire.stores.semantic.types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import entry_sentence
 
 __all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
@@ -112,6 +114,34 @@ def _holds(entry: GrimoireEntry | None, claim: Claim) -> bool:
     if entry is None or entry.status is EntryStatus.ARCHIVED:
         return False
     return entry.claim is None or claim_relation(claim, entry.claim) == "agree"
+
+
+def _revive(ctx: Context, claim: Claim, now: int) -> str | None:
+    """Writer thread: the archived entry holding exactly ``claim`` (its ``Claim.key``),
+    back to candidate, or None when there is none.
+
+    One entry per claim (SPEC §13): a claim pushed out to cold storage (its confidence
+    faded below the prune line for a few cycles) and then found again in new episodes
+    is the same claim, with the ✓ / ✗ counted for it; a new entry would start again at
+    ✓0, and its derived rule with it (the churn of issue 24: one warning dropped and
+    re-made on 4 of 10 days). Re-finding is not evidence: counts, confidence and the
+    decay clock stay; the curator judges it on its pending episodes and promotion decides
+    as for any candidate."""
+    with ctx.semantic.transaction():
+        found = ctx.semantic.find_by_claim_key(claim.key, EntryFilter(
+            statuses=(EntryStatus.ARCHIVED,)))
+        if found is None:
+            return None
+        ctx.semantic.update_entry(dataclasses.replace(
+            found, status=EntryStatus.CANDIDATE, consecutive_low_confidence=0, updated_at=now))
+        ctx.semantic.add_curator_delta(
+            cycle=curator_cycle_number(ctx), op="revive", entry_id=found.id,
+            before={"status": found.status.value},
+            after={"status": EntryStatus.CANDIDATE.value,
+                   "why": "the learner found its claim again in new episodes: the same "
+                          "entry, its ✓ / ✗ kept (re-finding is not evidence)"}, now=now)
+        set_alias(ctx, claim, "merged", found.id, now)
+        return found.id
 
 
 def _aliased(ctx: Context, op: Operation) -> tuple[str, str | None]:
@@ -214,7 +244,7 @@ def apply_operations(
     """Apply ``ops``; returns counts of gate decisions, votes, edits, edges, consolidated."""
     by_id = {ep.id: ep for ep in episodes}
     counts: Counter[str] = Counter(
-        {k: 0 for k in (*_DECISIONS, "aliased", "held_back", "edited", "edges")})
+        {k: 0 for k in (*_DECISIONS, "aliased", "held_back", "edited", "edges", "revived")})
     texts = [op.content if op.op is OpKind.ADD else _edit_text(ctx, op)
              for op in ops if op.op in (OpKind.ADD, OpKind.EDIT)]
     vectors = iter(ctx.embedder.embed(texts)) if texts else iter(())  # one batch, off-writer
@@ -228,6 +258,11 @@ def apply_operations(
         if op.op is OpKind.ADD:
             vector = next(vectors)
             route, alias_id = _aliased(ctx, op)
+            if route == "admit":  # in cold storage: the same entry, back (one per claim)
+                revived = ctx.writer.call(functools.partial(_revive, ctx, op.claim, now))
+                if revived is not None:
+                    route, alias_id = "vote", revived
+                    counts["revived"] += 1
             if route == "vote" and alias_id is not None:
                 votes.setdefault(alias_id, {"up": 0, "down": 0})["up"] += 1
                 counts["aliased"] += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.grimoire import Grimoire
 from grimoire.models.embedders import HashEmbedder
-from grimoire.records import Category, Claim, Episode, EpisodeType, episode_from_params
+from grimoire.records import (
+    Category,
+    Claim,
+    EntryStatus,
+    Episode,
+    EpisodeType,
+    episode_from_params,
+)
+from grimoire.stores.semantic.types import EntryFilter
 from tests.learn.learn_support import T0, open_grimoire
 
 NOW = T0 + 90 * MS_PER_DAY
@@ -217,3 +226,34 @@ def test_a_metric_computed_from_another_is_its_echo() -> None:
     # Independent metrics are never coupled; too few shared episodes judge nothing.
     assert without_echoes([gas, slip], episodes, cfg)[0] == [gas, slip]
     assert without_echoes([fees, gas], episodes[:10], cfg)[0] == [fees, gas]
+
+
+def test_a_claim_found_again_after_it_was_archived_revives_its_one_entry(g: Grimoire) -> None:
+    """One entry per claim (SPEC §13): a claim archived after fading and then found again
+    is the same entry, back as a candidate with its ✓ / ✗, and the re-finding is only its
+    (uncounted) vote, not a new entry at ✓0 (issue 24's churn: dropped and re-made)."""
+    text = "Gas averages 6.1 gwei (vs 24 overall) between 02:00 and 04:00 UTC (n=40)."
+    claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.1, 24.0, 40)
+    eps = [_episode(0, NOW - 1000)]
+    assert apply_operations(g.context, [_add(text, claim)], eps, NOW)["admitted"] == 1
+    semantic = g.context.semantic
+    (first,) = semantic.list_entries(limit=None)
+    cold = dataclasses.replace(first, status=EntryStatus.ARCHIVED, validated_count=12,
+                               contradicted_count=2, confidence=0.55,
+                               consecutive_low_confidence=3)
+    g.context.writer.call(lambda: semantic.update_entry(cold))
+    refound = dataclasses.replace(claim, effect=6.4, support=44)
+    result = apply_operations(g.context, [_add(text, refound)], eps, NOW + 1000)
+    assert result["revived"] == 1 and result["admitted"] == 0 and result["votes"] == 1
+    every = semantic.list_entries(EntryFilter(statuses=tuple(EntryStatus)), limit=None)
+    assert [e.id for e in every] == [first.id]
+    back = semantic.get_entry(first.id)
+    assert back is not None and back.status is EntryStatus.CANDIDATE
+    assert (back.validated_count, back.contradicted_count, back.confidence) == (12, 2, 0.55)
+    assert back.consecutive_low_confidence == 0
+    assert [d.op for d in semantic.list_curator_deltas(entry_id=first.id)] == ["revive"]
+    # found again later: a vote for the same entry, still one entry
+    again = apply_operations(g.context, [_add(text, refound)], eps, NOW + 2000)
+    assert again["aliased"] == 1 and again["revived"] == 0
+    assert len(semantic.list_entries(EntryFilter(statuses=tuple(EntryStatus)),
+                                     limit=None)) == 1
