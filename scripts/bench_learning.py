@@ -39,7 +39,15 @@ import numpy as np
 import structlog
 import yaml
 from benches import apply_quick
-from benches.sim_oracle import oracle_cycles, print_table, reverse_tick, size_band_holds, tenure_for
+from benches.sim_oracle import (
+    claim_for,
+    oracle_cycles,
+    playbook_rows,
+    print_table,
+    reverse_tick,
+    size_band_holds,
+    tenure_for,
+)
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -361,39 +369,17 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     return named, effects, old
 
 
-_LINE = re.compile(r"^- `(?P<short>[0-9a-f-]+)` · (?P<meta>.*?) — (?P<text>.*)$")
-_TICKS = re.compile(r"✓(?P<ok>\d+) ✗(?P<bad>\d+)")
 _CITED = re.compile(r"(?:(?P<n>\d+) episodes\)|of (?P<m>\d+) times|\(n=(?P<k>\d+)\))")
-
-
-def _claim_for(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry]) -> Claim | None:
-    if entry.claim is not None:
-        return entry.claim
-    for parent in entry.parent_entry_ids:
-        found = by_id.get(parent)
-        if found is not None and found.claim is not None:
-            return found.claim
-    return None
 
 
 def playbook_lines(markdown: str, by_id: dict[str, GrimoireEntry],
                    ) -> list[tuple[Claim | None, int, int | None, str]]:
     """(claim, ✓, cited episodes, text) of every entry line of PLAYBOOK.md."""
     out = []
-    for line in markdown.splitlines():
-        m = _LINE.match(line)
-        if m is None:
-            continue
-        # A short id is unique among the listed entries only (an archived or candidate
-        # entry may share it): the listed one is active, or the parent a rule names.
-        found = [e for i, e in by_id.items() if i.startswith(m["short"])]
-        entry = next((e for e in found if e.status is EntryStatus.ACTIVE),
-                     next((e for e in found if e.claim is not None), None))
-        ticks = _TICKS.search(m["meta"])
+    for m, entry, ok in playbook_rows(markdown, by_id):
         cited = _CITED.search(m["text"])
         n = None if cited is None else int(cited["n"] or cited["m"] or cited["k"])
-        out.append((None if entry is None else _claim_for(entry, by_id),
-                    int(ticks["ok"]) if ticks else 0, n, m["text"]))
+        out.append((None if entry is None else claim_for(entry, by_id), ok, n, m["text"]))
     return out
 
 

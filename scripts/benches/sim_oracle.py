@@ -245,14 +245,26 @@ def oracle_cycles(name: str, seed: int, ticks: int, every: int, alpha: float
 
 # ------------------------------------------------------------- lines in PLAYBOOK.md
 
-_LINE = re.compile(r"^- `(?P<short>[0-9a-f-]+)` · (?P<meta>.*?) — ")
-_OK = re.compile(r"✓(?P<ok>\d+)")
+_LINE = re.compile(r"^- `(?P<short>[0-9a-f-]+)` · (?P<meta>.*?) — (?P<text>.*)$")
+_TICKS = re.compile(r"✓(?P<ok>\d+) ✗(?P<bad>\d+)")
 
 
-def listed(markdown: str, entries: Mapping[str, GrimoireEntry]
-           ) -> list[tuple[str, Claim | None, int]]:
-    """(entry id, claim, ✓) of every entry line of PLAYBOOK.md; a rule derived from an
-    insight stands on its insight's claim."""
+def claim_for(entry: GrimoireEntry, entries: Mapping[str, GrimoireEntry]) -> Claim | None:
+    """The claim a line stands on: its own, or (a derived rule) its insight's."""
+    if entry.claim is not None:
+        return entry.claim
+    for parent in entry.parent_entry_ids:
+        found = entries.get(parent)
+        if found is not None and found.claim is not None:
+            return found.claim
+    return None
+
+
+def playbook_rows(markdown: str, entries: Mapping[str, GrimoireEntry],
+                  ) -> list[tuple[re.Match[str], GrimoireEntry | None, int]]:
+    """(the line's match, the entry it names, its ✓) for every entry line of PLAYBOOK.md.
+    A short id is unique among the listed entries only (an archived or candidate entry may
+    share it): the listed one is active, or the parent a rule names."""
     out = []
     for line in markdown.splitlines():
         m = _LINE.match(line)
@@ -261,16 +273,17 @@ def listed(markdown: str, entries: Mapping[str, GrimoireEntry]
         found = [e for i, e in entries.items() if i.startswith(m["short"])]
         entry = next((e for e in found if e.status is EntryStatus.ACTIVE),
                      next((e for e in found if e.claim is not None), None))
-        if entry is None:
-            continue
-        claim = entry.claim
-        for parent in entry.parent_entry_ids if claim is None else ():
-            if parent in entries and entries[parent].claim is not None:
-                claim = entries[parent].claim
-                break
-        ok = _OK.search(m["meta"])
-        out.append((entry.id, claim, int(ok["ok"]) if ok else 0))
+        ticks = _TICKS.search(m["meta"])
+        out.append((m, entry, int(ticks["ok"]) if ticks else 0))
     return out
+
+
+def listed(markdown: str, entries: Mapping[str, GrimoireEntry]
+           ) -> list[tuple[str, Claim | None, int]]:
+    """(entry id, claim, ✓) of every entry line of PLAYBOOK.md; a rule derived from an
+    insight stands on its insight's claim."""
+    return [(entry.id, claim_for(entry, entries), ok)
+            for _, entry, ok in playbook_rows(markdown, entries) if entry is not None]
 
 
 @dataclass
