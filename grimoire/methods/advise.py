@@ -17,8 +17,9 @@ Order: rules that apply before rules that may apply; within each, warnings first
 
 Time: ``timestamp`` is the situation's own time (data time, unix ms): hour-of-day
 conditions are judged on it and confidences decayed to it. Without one, an hour-window
-rule may apply (needs ``timestamp``) and confidences are decayed to the injected clock;
-the wall clock is never read when a timestamp is given.
+rule may apply (needs ``timestamp``) and confidences are decayed to the store's data time
+(``store_time``: the newest episode), as ``entry.list`` and ``explain`` show them; the
+wall clock is never read once the store holds an episode.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from curator.claims.applies import APPLIES, Match, Situation, match_rule, rule_claim
+from curator.cycle.state import store_time
 from curator.cycle.transitions import derived_from
 from grimoire.context import Context
 from grimoire.errors import ValidationError
@@ -131,7 +133,7 @@ def applicable_rules(ctx: Context, situation: Situation,
     the module's order, at most ``limit``."""
     rules = ctx.semantic.list_entries(
         EntryFilter(statuses=(EntryStatus.ACTIVE,), categories=tuple(categories)), limit=None)
-    now = situation.episode.timestamp if "timestamp" in situation.given else ctx.now()
+    now = situation.episode.timestamp if "timestamp" in situation.given else store_time(ctx)
     parents: dict[str, GrimoireEntry | None] = {}
     found: list[AppliedRule] = []
     for rule in rules:

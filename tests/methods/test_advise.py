@@ -138,3 +138,17 @@ def test_an_unknown_field_is_named_with_the_fields_a_situation_has(g: Grimoire) 
     with pytest.raises(ValidationError, match=r"unknown field\(s\) action; a situation has "
                        r"tool, actions, token_pair"):
         g.rules_applicable(situation={"action": "swap"})
+
+
+def test_without_a_time_confidence_is_read_at_the_data_time_as_entry_get_shows_it(
+        g: Grimoire, rules: Rules, clock: FrozenClock) -> None:
+    """A replayed store: the clock reads weeks after the newest episode. The confidence
+    ``rules.applicable`` prints is the one ``entry.get`` prints (the data's own time), not
+    one decayed by the clock's weeks."""
+    g.episode_write(text="eth-dca swap on WETH/USDC in high_vol: negative", type="action",
+                    timestamp=clock.now)
+    clock.advance(30 * 86_400_000)  # 30 days
+    first = g.rules_applicable(situation=SWAP_HIGH_VOL)["rules"][0]
+    shown = dispatch(g, "entry.get", {"id": first["id"]})["effective_confidence"]
+    assert first["confidence"] == pytest.approx(shown, abs=1e-3)
+    assert first["confidence"] > 0.5  # 30 days on the clock would have decayed it below

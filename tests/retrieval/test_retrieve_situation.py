@@ -48,7 +48,12 @@ def test_the_rules_that_apply_come_first_in_items_and_in_the_context_block(
     assert all("rule" not in i for i in rest)
     block = out["context"].splitlines()
     assert block[0] == "RULES THAT APPLY NOW (swap · on WETH/USDC · regime high_vol):"
-    assert block[1].startswith("1. [warning · applies · confidence 0.90 · weight 0.30] "
+    # The confidence every view prints (entry.get: at the data's time, the newest swap, 9 h
+    # after the warning was stored), and weight = confidence × effect size (1/3 here).
+    shown = g.entry_get(id=rules.slippage_warning)["effective_confidence"]
+    assert round(shown, 2) == 0.88
+    assert block[1].startswith(f"1. [warning · applies · confidence {shown:.2f} · weight "
+                               f"{shown / 3:.2f}] "
                                "Avoid swap when the regime is high_vol")
     assert block[2].startswith("2. [warning · may apply: needs strategy · ")
     assert block[3].startswith("3. [heuristic · may apply: needs timestamp · ")
