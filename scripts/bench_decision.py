@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import structlog
 from bench_learning import T0, planted_of
+from benches.sim_oracle import claim_for
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -53,7 +54,7 @@ from grimoire.feeds.sim.market import in_hours
 from grimoire.feeds.sim.scenario import HourWindow, LeadLag, OutcomeRule, Scenario
 from grimoire.grimoire import Grimoire
 from grimoire.models.embedders import Embedder, FastEmbedEmbedder, HashEmbedder
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Regime
+from grimoire.records import Category, Claim, EntryStatus, Regime
 from grimoire.stores.semantic.types import EntryFilter
 
 MS_PER_HOUR = 3_600_000
@@ -250,15 +251,6 @@ def _neutral(world: World, rng: np.random.Generator) -> dict[str, Any] | None:
 # ------------------------------------------------------------------ reading answers
 
 
-def _claim(entry: GrimoireEntry, by_id: Mapping[str, GrimoireEntry]) -> Claim | None:
-    if entry.claim is not None:
-        return entry.claim
-    for parent in entry.parent_entry_ids:
-        if parent in by_id and by_id[parent].claim is not None:
-            return by_id[parent].claim
-    return None
-
-
 def holds(claim: Claim, sit: Mapping[str, Any]) -> bool:
     """Whether a claim's condition holds in a full situation (this benchmark's own reading)."""
     if claim.strategy is not None and claim.strategy != sit["strategy"]:
@@ -296,7 +288,7 @@ def measure(g: Grimoire, world: World, embedder: Embedder, seed: int, draws: int
     entries = g.context.semantic.list_entries(EntryFilter(statuses=(EntryStatus.ACTIVE,)),
                                               limit=None)
     by_id = {e.id: e for e in entries}
-    claims = {e.id: _claim(e, by_id) for e in entries}
+    claims = {e.id: claim_for(e, by_id) for e in entries}
     correct = {name: {i for i, c in claims.items() if c is not None and test(c)}
                for name, test in named.items()}
     rules = {e.id for e in entries if e.category in RULES}
