@@ -17,7 +17,10 @@ Measures (per scenario, averaged):
   five *memories* (items that are not chain events), the fraction that are the scenario's
   witnesses (at most four, so 1.0 is reachable);
 - ``root MRR``: the query asks why ("Why did <crisis>?") with the same ``event_id``; the
-  reciprocal rank of the chain's root cause among all items.
+  reciprocal rank of the chain's root cause among all items;
+- ``anchored``: root MRR for the recall@5 question itself (the crisis text, no "why"
+  wording, anchored on the crisis by ``event_id``): an agent that passes the event asks
+  about its causes however it words the question.
 
 Rows: ``similarity`` (cosine alone over every episode), then ``retrieve`` under each
 ``retrieval.causal_fusion`` (``multiplicative``: seed 000's score × (1 + λ·boost) on the
@@ -188,12 +191,15 @@ def _retrieve(g: Grimoire, query: str, event_id: str) -> list[str]:
 
 
 def score(rank_recall: list[str], rank_why: list[str], sc: Scenario,
-          events: set[str]) -> tuple[float, float]:
+          events: set[str]) -> tuple[float, float, float]:
+    """(recall@5, root MRR of the why question, root MRR of the anchored question)."""
     memories = [i for i in rank_recall if i not in events][:5]
     recall = len(sc.witnesses & set(memories)) / len(sc.witnesses)
-    root = sc.events[0]
-    rr = next((1.0 / (p + 1) for p, i in enumerate(rank_why) if i == root), 0.0)
-    return recall, rr
+    return recall, _reciprocal(rank_why, sc.events[0]), _reciprocal(rank_recall, sc.events[0])
+
+
+def _reciprocal(ranking: list[str], item: str) -> float:
+    return next((1.0 / (p + 1) for p, i in enumerate(ranking) if i == item), 0.0)
 
 
 def chains(argv: Sequence[str] | None = None) -> int:
@@ -235,10 +241,10 @@ def chains(argv: Sequence[str] | None = None) -> int:
     shape = dict(sorted(depths.items()))
     print(f"causal benchmark: {len(scenarios)} scenarios (chain length: {shape}),"
           f" seed {args.seed}, build {built:.0f} s, total {time.perf_counter() - started:.0f} s\n")
-    print(f"{'row':<28} {'recall@5':>9} {'root MRR':>9}")
+    print(f"{'row':<28} {'recall@5':>9} {'root MRR':>9} {'anchored':>9}")
     for name, values in rows.items():
         mean = np.mean(np.array(values), axis=0)
-        print(f"{name:<28} {mean[0]:>9.3f} {mean[1]:>9.3f}")
+        print(f"{name:<28} {mean[0]:>9.3f} {mean[1]:>9.3f} {mean[2]:>9.3f}")
     return 0
 
 

@@ -21,7 +21,10 @@ causal stream is a stream of its own:
 all but silenced a depth-4 cause). For a query that asks *why* (``asks_why``:
 "why", "what caused", "what led to", "reason", "root cause"), the order turns
 round: ``depth / deepest``, so the root cause (the deepest ancestor found) comes first
-and its own witnesses after it.
+and its own witnesses after it. A question *anchored* on an event (``event_id`` given,
+no why wording) is about that event's causes too: root first on the gentle slope mirrored,
+``1 − (deepest − depth) / (2 · deepest)``, so the root leads while the witnesses of nearer
+causes keep most of their lift.
 
 Owns: the witness search over a given matrix and the additive term. Must not read a
 store (the caller passes the episode matrix and the ancestors).
@@ -113,9 +116,19 @@ def _unit(ancestors: Sequence[AncestorVector]) -> Vector:
     return out
 
 
+def _reach(depth: int, deepest: int, max_depth: int, why: bool, anchored: bool) -> float:
+    """How much an ancestor at ``depth`` lends (see the module docstring)."""
+    if why:
+        return depth / deepest
+    if anchored:
+        return 1.0 - (deepest - depth) / (2 * deepest)
+    return 1.0 - (depth - 1) / (2 * max_depth)
+
+
 def apply_additive(scores: Mapping[str, float], candidates: Sequence[Candidate],
                    ancestors: Sequence[AncestorVector], cfg: RetrievalConfig,
                    factors: Mapping[str, Breakdown], why: bool, start: Vector | None = None,
+                   *, anchored: bool = False,
                    ) -> tuple[dict[str, float], dict[str, Breakdown]]:
     """``score + λ · boost`` for every candidate near an ancestor (new dicts).
 
@@ -130,7 +143,7 @@ def apply_additive(scores: Mapping[str, float], candidates: Sequence[Candidate],
     if not usable or not present or cfg.causal_additive_lambda == 0.0:
         return out_scores, out_factors
     deepest = max(a[1] for a in usable)
-    reach = np.array([a[1] / deepest if why else 1.0 - (a[1] - 1) / (2 * max_depth)
+    reach = np.array([_reach(a[1], deepest, max_depth, why, anchored)
                       for a in usable]) * np.array([a[2] for a in usable])
     items = np.array([c.vector for c in present], dtype=np.float32)
     sims = items @ _unit(usable).T

@@ -343,9 +343,12 @@ def _rank(ctx: Context, run: _Run) -> None:
                                 else req.regime.value, run.weights, req.mood, cfg)
     _replay(ctx, run.cands, scores, factors, run.t)
     why = asks_why(req.query)
+    # A question anchored on an event (``event_id``) is about that event's causes, however
+    # it is worded: root first too, on a gentler slope than a why question's.
+    anchored = req.event_id is not None and not why
     if cfg.causal_fusion == "additive":
         scores, factors = apply_additive(scores, pooled, run.found, cfg, factors, why,
-                                         _start_vector(run))
+                                         _start_vector(run), anchored=anchored)
         boosted, factors = apply_causal_boost(scores, pooled, [], cfg, factors)
     elif cfg.causal_fusion == "multiplicative":
         boosted, factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
@@ -358,7 +361,7 @@ def _rank(ctx: Context, run: _Run) -> None:
     chain = {i for i, parts in factors.items() if "causal" in parts} if walk else set()
     assert run.query_vector is not None
     run.scores, tiers, run.factors = gate(ctx, req.query, run.query_vector, pooled, boosted,
-                                          factors, chain=chain, why=why)
+                                          factors, chain=chain, why=why or anchored)
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}

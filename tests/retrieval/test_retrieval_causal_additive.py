@@ -38,7 +38,10 @@ def _run(tmp_path: Path, fusion: str) -> tuple[list[str], list[str], dict[str, s
         memories = [i for i in ids(plain) if i not in events][:3]
         why = g.retrieve(query=f"Why did this happen: {CRISIS}?", event_id=crisis,
                          kinds=["episode"], k=10, mode="browse")
-        return memories, ids(why), {"root": root, "witness": witness}
+        anchored = g.retrieve(query=CRISIS, event_id=crisis, kinds=["episode"], k=10,
+                              mode="browse")
+        return memories, ids(why), {"root": root, "witness": witness, "crisis": crisis,
+                                    "anchored_first": ids(anchored)[0]}
 
 
 def test_the_witness_of_a_cause_surfaces_only_with_additive_fusion(tmp_path: Path) -> None:
@@ -53,6 +56,20 @@ def test_a_why_question_puts_the_root_cause_first(tmp_path: Path) -> None:
     assert why[0] == named["root"]
     _, why, named = _run(tmp_path / "mul", "multiplicative")
     assert why[0] != named["root"]
+
+
+def test_a_question_anchored_on_an_event_puts_its_root_cause_first(tmp_path: Path) -> None:
+    # No "why" wording: the event_id says the question is about that event's causes.
+    _, _, named = _run(tmp_path / "add", "additive")
+    assert named["anchored_first"] == named["root"]
+
+
+def test_anchored_reach_leads_with_the_root_but_keeps_near_causes_lifted() -> None:
+    from grimoire.retrieval.causal_additive import _reach
+    anchored = [_reach(d, 3, 4, why=False, anchored=True) for d in (1, 2, 3)]
+    ordinary = [_reach(d, 3, 4, why=False, anchored=False) for d in (1, 2, 3)]
+    assert anchored == sorted(anchored) and anchored[-1] == 1.0 and anchored[0] > 0.5
+    assert ordinary == sorted(ordinary, reverse=True)
 
 
 def test_asks_why() -> None:
