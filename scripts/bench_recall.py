@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench_recall.py                 # every conversation
     .venv/bin/python scripts/bench_recall.py --quick         # one conversation
     .venv/bin/python scripts/bench_recall.py --split check   # the half the fusion was not fit on
+    .venv/bin/python scripts/bench_recall.py --part updates  # generated knowledge updates
 
 The data is read from ``<repo>/../shared/benchmarks/locomo-dev/locomo_dev.json`` (licensed
 for evaluation only: never copied into this repository); the script says so and exits 2
@@ -54,7 +55,7 @@ from typing import Any
 
 import numpy as np
 import structlog
-from benches import apply_quick
+from benches import apply_quick, dispatch
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -254,7 +255,8 @@ def table(scores: Scores) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def locomo(argv: Sequence[str] | None = None) -> int:
+    """The default part: LoCoMo's development half (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--limit", type=int, default=0, help="first N conversations only")
@@ -330,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nretrieve p50 {p50:.1f} ms, floor (embed + dot) p50 {floor:.1f} ms, "
               f"ratio {p50 / floor:.2f} (n = {len(latency['floor'])} each)")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return dispatch("bench_recall.py", {"locomo": locomo, "updates": "benches.updates"}, argv)
 
 
 if __name__ == "__main__":
