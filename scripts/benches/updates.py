@@ -24,13 +24,15 @@ Questions ask for the current state ("Where does Maren live?"). Rows:
   success when the old statement ranks above the update (or the update is absent: ``at``
   shows the past).
 
-Through the public facade, with the configured (real) embedder. A first mechanism
-(lift the later of two same-actor statements that are each other's nearest, by centred
-cosine) was measured here and dropped: on these first-person statements the default
-embedder's similarity is dominated by the speaker, so it lifted unrelated statements
-("I need more coffee" over "my diet has been Mediterranean") and cut ``unchanged`` hit@1
-from 0.68 to 0.32. Telling which attribute a statement is about needs the attribute
-itself (a KG triple or an LLM's extraction), not similarity.
+Through the public facade, with the configured (real) embedder. Two similarity-only
+mechanisms were measured here and dropped: lifting the later of two same-actor statements
+that are each other's nearest (centred cosine), and lifting a later statement whose cosine
+to the actor's best answer is an outlier (z >= 2) among the actor's other statements.
+Both cut ``unchanged`` hit@1 (0.68 to 0.32 and 0.14): a stored vector carries the
+previous turn of its thread (``retrieval.neighbour_context_chars``), so one speaker's
+consecutive statements are each other's nearest whatever they are about ("I need more
+coffee" at 0.76 to "my diet has been Mediterranean"). Telling which attribute a
+statement is about needs the attribute itself (a KG triple, or an LLM's extraction).
 """
 
 from __future__ import annotations
