@@ -354,6 +354,10 @@ class RetrievalConfig:
         "the semantic one above the query's mean cosine to stored episodes); boosts reorder "
         "relevant items but never lift another above them (except a 'why' question's or an "
         "event_id's causal chain)")
+    supersede: bool = opt(
+        True, "newer facts first: a later statement (not an action) by the same actor that "
+        "restates an earlier one with a changed value ranks just above it; off for "
+        "questions with `at` or a time window (they ask about the past)")
     auto_curiosity_full: float = opt(0.8, "mode=auto: curiosity above this → full retrieval")
     auto_curiosity_low: float = opt(0.4, "mode=auto: curiosity below this with coverage → "
                                     "semantic only")

@@ -100,6 +100,7 @@ from grimoire.retrieval.decide import (
 )
 from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.mmr import select as mmr_select
+from grimoire.retrieval.relevance import gated, idf
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
@@ -120,7 +121,9 @@ from grimoire.retrieval.stages.sources import (
     vector_episodes,
 )
 from grimoire.retrieval.stages.support import learned_weights, token_counter
+from grimoire.retrieval.stages.terms import sample_of, terms_of
 from grimoire.retrieval.stages.writes import submit
+from grimoire.retrieval.supersede import supersede
 from grimoire.retrieval.temporal import Window
 from grimoire.retrieval.temporal import resolve as resolve_time
 
@@ -362,6 +365,14 @@ def _rank(ctx: Context, run: _Run) -> None:
     assert run.query_vector is not None
     run.scores, tiers, run.factors = gate(ctx, req.query, run.query_vector, pooled, boosted,
                                           factors, chain=chain, why=why or anchored)
+    if cfg.supersede and req.at is None and run.window is None:
+        # Newer facts first, for questions about the current state (not with ``at`` or a
+        # time window: those ask about the past).
+        sample = sample_of(ctx, "episode")
+        boosted, tiers, run.factors = supersede(
+            pooled, boosted, tiers, run.factors, terms_of,
+            lambda t: idf(sample.term_share(t), sample.size))
+        run.scores = gated({i: boosted[i] for i in run.scores}, tiers)
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
