@@ -5,9 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from grimoire.clock import FrozenClock
 from grimoire.models.embedders import FastEmbedEmbedder, HashEmbedder
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored() -> Iterator[None]:
+    """A CLI or MCP entry point run in-process configures structlog for its host (stderr,
+    warnings only); a later test that captures info logs must not inherit that."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture
