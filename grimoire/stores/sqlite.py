@@ -43,7 +43,7 @@ import sqlite_vec
 
 from grimoire.errors import NotAvailableError, StoreError
 
-__all__ = ["Connections", "Synchronous", "connect", "reader_mode", "store_errors"]
+__all__ = ["Connections", "Synchronous", "connect", "reader_mode", "scrub", "store_errors"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -113,6 +113,28 @@ def connect(
 def reader_mode(path: Path | str) -> Literal["readonly", "query_only"]:
     """How a reader that must not change the directory connects (module doc)."""
     return "readonly" if Path(f"{path}-wal").exists() else "query_only"
+
+
+def scrub(conn: apsw.Connection, *, attempts: int = 50) -> None:
+    """Leave no deleted row's bytes in the file or its WAL (``forget``): rebuild the file with
+    ``secure_delete`` on (``VACUUM`` writes only live rows, so the free pages and free
+    blocks that kept deleted cells are gone), then checkpoint the WAL and truncate it to
+    zero bytes, which needs a moment with no reader inside a read transaction (retried).
+
+    Outside any transaction; the caller holds the write connection. StoreError if the
+    WAL could not be emptied."""
+    import time
+
+    with store_errors("scrub"):
+        conn.pragma("secure_delete", True)
+        conn.execute("VACUUM")
+        for attempt in range(attempts):
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+            if not busy:
+                return
+            time.sleep(0.01 * (attempt + 1))
+    raise StoreError("sqlite: scrub could not empty the write-ahead log: a reader kept a "
+                     "read transaction open; run forget again (it resumes)")
 
 
 @contextmanager
@@ -239,6 +261,14 @@ class Connections:
                 items, self._queued = self._queued, []
                 if self.on_commit is not None:
                     self.on_commit(items)
+
+    def scrub(self) -> None:
+        """``scrub`` the file through the write connection, between transactions."""
+        with self._lock:
+            self._check_open()
+            if self._depth:
+                raise StoreError("scrub() inside a transaction")
+            scrub(self._write_connection())
 
     def queue(self, item: Any) -> None:
         """Queue ``item`` for ``on_commit`` (only inside ``transaction()``)."""

@@ -33,7 +33,7 @@ from grimoire.errors import (
 )
 from grimoire.records import Episode
 from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
-from grimoire.stores.sqlite import reader_mode
+from grimoire.stores.sqlite import reader_mode, scrub
 
 __all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRow", "read_journal"]
 
@@ -208,6 +208,19 @@ class Journal:
                 changed = self._db.changes()
         except apsw.Error as exc:
             raise StoreError(f"episode journal cleanup failed: {exc}") from exc
+        return changed
+
+    def erase(self, ids: Sequence[str]) -> int:
+        """Delete the rows of these episode ids, then rewrite the file so that no released or
+        deleted row's bytes are left in it or its WAL (``sqlite.scrub``; ``forget``)."""
+        try:
+            before = self._db.total_changes()
+            with self._db:
+                self._db.executemany("DELETE FROM journal WHERE id = ?", [(i,) for i in ids])
+            changed = self._db.total_changes() - before
+        except apsw.Error as exc:
+            raise StoreError(f"episode journal erase failed: {exc}") from exc
+        scrub(self._db)
         return changed
 
     def _scalar(self, sql: str) -> int:

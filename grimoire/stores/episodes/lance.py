@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from grimoire.errors import StoreError
 from grimoire.stores.episodes.schema import V2_FIELDS, check_identity, row_schema
@@ -214,6 +215,42 @@ class LanceEpisodes:
             "bytes_before": before["bytes"],
             "bytes_after": after["bytes"],
         }
+
+    def rewrite_without(self, ids: Collection[str]) -> int:
+        """Erase rows for good (``forget``): returns how many of ``ids`` were stored.
+
+        A LanceDB delete only marks rows in a deletion file, and compaction rewrites only
+        fragments past a deleted share (10 %), so the rows' bytes would stay in the data
+        files; a delete by predicate would also keep the predicate in the transaction
+        file. So the table is rewritten: one new version holding every other row (the
+        identity metadata kept), fsync'd, then every older version and its files removed
+        (``cleanup`` at ~0 s, ``delete_unverified``: this store holds the only writer's
+        lock, and its reads are served from memory). A crash in between leaves either the
+        old version (forget resumes and rewrites again) or the new one with old files
+        (the next call's cleanup removes them). Nothing stored under ``ids``: no rewrite,
+        but old versions are still cleaned up."""
+        self._check_writable()
+        removed = 0
+        try:
+            data: pa.Table = self._table.to_arrow()
+            gone = pc.is_in(data["id"], value_set=pa.array(sorted(set(ids)), pa.string()))
+            removed = int(pc.sum(gone).as_py() or 0)
+            if removed:
+                kept = data.filter(pc.invert(gone)).cast(self.schema)
+                del data
+                self._table.add(kept, mode="overwrite")
+                del kept
+            self.sync()
+            for _ in range(20):  # versions newer than the 1 ms cut-off wait a moment
+                self._table.optimize(cleanup_older_than=timedelta(milliseconds=1),
+                                     delete_unverified=True)
+                if self.file_stats()["versions"] <= 1:
+                    break
+                time.sleep(0.005)
+        except _LANCE_ERRORS as exc:
+            raise StoreError(f"episode table rewrite failed: {exc}") from exc
+        self.sync()
+        return removed
 
     def _check_writable(self) -> None:
         if self.read_only:

@@ -39,16 +39,19 @@ stores, retrieval or the curator.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from grimoire.clock import Clock
 from grimoire.config import EpisodesConfig
@@ -87,6 +90,8 @@ log = get_logger(__name__)
 F32 = npt.NDArray[np.float32]
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000
+# The row fields ``find_ids`` reads a quoted name in.
+_QUOTED = ("text", "ref", "token_pair", "actor", "thread")
 
 
 class EpisodeStore:
@@ -318,6 +323,30 @@ class EpisodeStore:
         log.info("episodes.compact", **result)
         return result
 
+    def erase(self, ids: Collection[str]) -> int:
+        """Remove these episodes for good (``forget``); returns how many were stored.
+
+        Flushes, rewrites the LanceDB table without them and removes every older version
+        (``LanceEpisodes.rewrite_without``), deletes their journal rows and rewrites the
+        journal file (``Journal.erase``), then rebuilds the in-memory index and BM25
+        postings from what remains and publishes them. Idempotent: ids no longer stored
+        cost a cleanup, nothing else. Readers see the old index or the new one."""
+        self._check_writable("erase")
+        with self._write_lock:
+            self._check_open()
+            wanted = sorted(set(ids))
+            found = sum(1 for id_ in wanted if self._index.find(id_) is not None)
+            self._flush_locked()
+            self._lance.rewrite_without(wanted)
+            self._wal.erase(wanted)
+            index, text = EpisodeIndex(self.dim), TextIndex()
+            result = recover(self._lance, self._wal, index, text)
+            self._index, self._text = index, text
+            self._next_seq = max(self._next_seq, result.next_seq)
+            release_free_memory()
+            log.info("episodes.erase", asked=len(wanted), erased=found, rows=index.snap.n)
+            return found
+
     # ------------------------------------------------------------ reads (any thread)
 
     @property
@@ -384,6 +413,36 @@ class EpisodeStore:
         positions = self._positions(snap, EpisodeFilter(since_ms=since_ms))
         for start in range(0, positions.size, SCAN_CHUNK):
             yield from self._index.episodes(snap, positions[start:start + SCAN_CHUNK].tolist())
+
+    def find_ids(self, *, actor: str | None = None, thread: str | None = None,
+                 quoting: Sequence[str] = ()) -> list[str]:
+        """Ids (append order) of the episodes by ``actor``, in ``thread``, or whose text,
+        ref, token pair, actor or thread quotes one of ``quoting`` (case-insensitive
+        substring): what ``forget`` selects. Filters the in-memory rows in Arrow."""
+        snap = self._index.snap
+        out: list[str] = []
+        for chunk in snap.chunks:
+            conds = []
+            for name, value in (("actor", actor), ("thread", thread)):
+                if value is not None and name in chunk.column_names:
+                    conds.append(pc.equal(chunk.column(name), value))
+            for name in _QUOTED if quoting else ():
+                if name not in chunk.column_names:
+                    continue
+                column = pc.cast(chunk.column(name), pa.string())
+                conds.extend(pc.match_substring(column, needle, ignore_case=True)
+                             for needle in quoting)
+            if conds:
+                mask = pc.fill_null(functools.reduce(pc.or_kleene, conds), False)
+                out.extend(chunk.column("id").filter(mask).to_pylist())
+        low = [q.lower() for q in quoting]
+        for ep in snap.pending[: snap.n - snap.flushed]:
+            fields = [getattr(ep, name) or "" for name in _QUOTED]
+            if ((actor is not None and ep.actor == actor)
+                    or (thread is not None and ep.thread == thread)
+                    or any(q in f.lower() for q in low for f in fields)):
+                out.append(ep.id)
+        return out
 
     def vectors_for(self, ids: Sequence[str]) -> F32:
         """A (len(ids) × dim) float32 copy of the vectors, in the order given.

@@ -27,6 +27,7 @@ It must not know what a triple is, decide temporal rules or encode records
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -244,6 +245,48 @@ class GraphEnv:
                 self.on_commit(queued)  # still under the lock: mirrors see commits in order
             return result
 
+    def rewrite(self) -> int:
+        """Copy every live record into a fresh file and put it in place of ``data.mdb``
+        (``forget``): LMDB keeps deleted records' bytes in its free pages, and its own
+        compacting copy crashes on this store's layout with py-lmdb 3.0 (``portable.
+        backup``), so the copy is made record by record. The new file is fsync'd, then
+        renamed over the old one (atomic: a crash leaves one or the other, whole), and the
+        environment reopened. Returns the records copied."""
+        if self.read_only:
+            raise NotAvailableError(f"graph store {self.path} was opened read-only")
+        fresh = self.path.with_name(self.path.name + ".rewrite")
+        with self._writer, self._gate.exclusive():
+            if fresh.exists():
+                shutil.rmtree(fresh)
+            copied = 0
+            try:
+                out = lmdb.open(str(fresh), map_size=self.map_size, max_dbs=len(_DB_FLAGS) + 8,
+                                lock=True, subdir=True, readahead=False, mode=0o600)
+                try:
+                    with self._env.begin() as src, out.begin(write=True) as dst:
+                        for name, flags in [("meta", {}), *_DB_FLAGS.items()]:
+                            target = out.open_db(name.encode(), txn=dst, **flags)
+                            for key, value in src.cursor(self.db[name]):
+                                dst.put(key, value, db=target, dupdata=True)
+                                copied += 1
+                    out.sync(True)
+                finally:
+                    out.close()
+                self._env.close()
+                os.replace(fresh / "data.mdb", self.path / "data.mdb")
+                _fsync_dir(self.path)
+                self._env = lmdb.open(str(self.path), map_size=self.map_size,
+                                      max_dbs=len(_DB_FLAGS) + 8, lock=True, subdir=True,
+                                      readahead=False, mode=0o600)
+                self.db.clear()
+                self.db.update(_prepare(self._env, self.path))
+            except (OSError, lmdb.Error) as exc:
+                raise StoreError(f"graph store {self.path}: rewrite failed: {exc}") from exc
+            finally:
+                shutil.rmtree(fresh, ignore_errors=True)
+        log.info("graph.rewrite", path=str(self.path), records=copied)
+        return copied
+
     def queue(self, item: Any) -> None:
         """Hand ``item`` to ``on_commit`` if the running write commits (only inside ``write``)."""
         if self._queued is None:
@@ -273,6 +316,14 @@ class GraphEnv:
                 raise StoreError(f"graph store {self.path}: cannot grow map: {exc}") from exc
             self.map_size = new
         log.info("graph.map.grow", path=str(self.path), old=seen, new=new)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _prepare(env: Any, root: Path) -> dict[str, Any]:

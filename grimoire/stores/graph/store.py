@@ -57,7 +57,7 @@ from grimoire.records.graph import (
     parse_time,
     parse_triple_id,
 )
-from grimoire.stores.graph import codec
+from grimoire.stores.graph import codec, erase
 from grimoire.stores.graph.adjacency import DEFAULT_MAX_EDGES, Adjacency
 from grimoire.stores.graph.codec import Stored
 from grimoire.stores.graph.env import (
@@ -224,6 +224,25 @@ class GraphStore:
         closed = replace(current.triple, valid_to=at, superseded_at=now)
         self._versions.put_version(txn, current, closed, now)
         return closed
+
+    # -- forget (grimoire.forget) ---------------------------------------------------------------
+
+    def triples_about(self, *, entities: Iterable[EntityRef] = (), needles: Iterable[str] = (),
+                      source_episodes: Iterable[str] = ()) -> list[str]:
+        """Ids of the triples about a forgotten subject (``graph.erase.triples_about``)."""
+        with self._env.txn() as txn:
+            return erase.triples_about(txn, self._db, entities=set(entities),
+                                       needles=list(needles),
+                                       source_episodes=set(source_episodes))
+
+    def erase(self, triple_ids: Iterable[str]) -> int:
+        """Delete these triples whole (every version, index entry and an emptied head) and
+        rewrite the file so that no freed page keeps their bytes. Idempotent."""
+        ids = list(triple_ids)
+        erased = self._write(lambda txn, _now: erase.erase_triples(
+            txn, self._db, ids, self._env.queue))
+        self._env.rewrite()
+        return erased
 
     # -- point queries -------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from grimoire.clock import Clock
 from grimoire.errors import NotAvailableError, NotFoundError, StoreError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.records import EntryStatus, GrimoireEntry, parse_enum
-from grimoire.stores.semantic import entries, mentions
+from grimoire.stores.semantic import entries, erase, mentions
 from grimoire.stores.semantic.base import SemanticBase
 from grimoire.stores.semantic.codec import validate_entry, validate_vector
 from grimoire.stores.semantic.schema import SCHEMA_VERSION, check_readable, migrate
@@ -407,3 +407,39 @@ class SemanticStore(SemanticBase):
         """``access_count + 1`` for each entry; only that column changes (no trigger fires)."""
         with self._write("bump_entry_access") as conn:
             return mentions.bump_entry_access(conn, ids)
+
+    # --- forget (grimoire.forget) -----------------------------------------------------------
+
+    def entries_quoting(self, needles: Sequence[str]) -> list[str]:
+        """Ids of the entries whose content, tags, source or claim quote a needle."""
+        with store_errors("entries_quoting"):
+            return erase.entries_quoting(self._db.read(), needles)
+
+    def entries_citing(self, episode_ids: Iterable[str]) -> list[str]:
+        """Ids of the entries that cite one of these episodes (parent or evidence)."""
+        with store_errors("entries_citing"):
+            return erase.entries_citing(self._db.read(), episode_ids)
+
+    def rows_referencing(self, item_ids: Iterable[str], entry_ids: Iterable[str],
+                         needles: Sequence[str]) -> dict[str, list[Any]]:
+        """Log rows that name a forgotten item or quote a needle (``semantic.erase``)."""
+        with store_errors("rows_referencing"):
+            return erase.rows_referencing(self._db.read(), item_ids, entry_ids, needles)
+
+    def erase(self, *, episode_ids: Iterable[str], entry_ids: Iterable[str],
+              retrieval_ids: Iterable[str], admission_ids: Iterable[int],
+              delta_ids: Iterable[int], mention_keys: Iterable[str] = ()) -> dict[str, int]:
+        """Delete these items and every row that refers to them, in one transaction; the
+        vector mirror is reloaded. The file still holds the bytes until ``scrub``."""
+        with self._write("erase") as conn:
+            out = erase.erase_rows(conn, episode_ids=episode_ids, entry_ids=entry_ids,
+                                   retrieval_ids=retrieval_ids, admission_ids=admission_ids,
+                                   delta_ids=delta_ids, mention_keys=mention_keys)
+        if self._cache is not None:
+            with store_errors("reload vector cache"):
+                self._cache = VectorCache.load(self._db.writer, self.dim)
+        return out
+
+    def scrub(self) -> None:
+        """Rewrite the file so no deleted row's bytes remain in it or its WAL."""
+        self._db.scrub()
