@@ -9,7 +9,10 @@ The facade (``grimoire.grimoire``) reaches the curator only through this module:
   (``learning``, ``reflexion``, ``prediction_deviations``), so that the metrics read them
   without importing the curator;
 - ``run_cycle(ctx)``: one curator cycle now (``curator.run``);
-- ``resolve_entry`` / ``explain_entry``: ``entry.explain``.
+- ``resolve_entry`` / ``explain_entry``: ``entry.explain``;
+- ``forget_plan`` / ``forget_apply``: what ``forget`` does to the entries that cited the
+  forgotten episodes (recount, remove the unsupported, rebuild summaries), under the
+  cycle's lock so no cycle runs on a half-forgotten store, then PLAYBOOK.md rebuilt.
 
 Everything else in the curator is its own business and may move without the facade
 noticing.
@@ -17,16 +20,21 @@ noticing.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from curator.cycle.run import curator_hook, run_cycle
+from curator.cycle.forgotten import apply_recount, recount_plan
+from curator.cycle.run import _lock, curator_hook, run_cycle
+from curator.cycle.state import CycleState, store_time
 from curator.learn import hook as learn
 from curator.learn.reflexion import deviations
 from curator.learn.reflexion_hook import REFLEXION_STATS_KEY, reflexion_hook
 from curator.views.explain import explain_entry, resolve_entry
+from curator.views.playbook import write_playbook
 from grimoire.context import Context
 
-__all__ = ["explain_entry", "install", "resolve_entry", "run_cycle"]
+__all__ = ["explain_entry", "forget_apply", "forget_plan", "install", "resolve_entry",
+           "run_cycle", "store_time"]
 
 
 def _learning(ctx: Context) -> dict[str, Any]:
@@ -55,3 +63,25 @@ def install(ctx: Context) -> None:
 
         install_llm_paths(ctx, ctx.extras["llm"])
     ctx.curator_hook = curator_hook
+
+
+def forget_plan(ctx: Context, citing: Sequence[str], forgotten: Collection[str]
+                ) -> dict[str, Any]:
+    """The entries' side of a forget plan (``curator.cycle.forgotten.recount_plan``)."""
+    return recount_plan(ctx, citing, forgotten)
+
+
+def forget_apply(ctx: Context, plan: Mapping[str, Any], forgotten: Collection[str],
+                 erase: Any, scrub: Any) -> dict[str, Any]:
+    """Under the cycle lock: ``erase()`` (the stores' part, on the writer thread), the
+    planned recount and summary rebuild, ``scrub()`` (the files rewritten), then
+    PLAYBOOK.md compiled again."""
+    with _lock(ctx):
+        erased = ctx.writer.call(erase)
+        now = store_time(ctx)
+        cycle = CycleState.load(ctx).cycle
+        done = ctx.writer.call(lambda: apply_recount(ctx, plan, forgotten, now=now,
+                                                     cycle=cycle))
+        ctx.writer.call(scrub)
+        book = write_playbook(ctx, now=now, tick=ctx.tick)
+    return {**erased, **done, "playbook": book["path"]}

@@ -224,9 +224,17 @@ class Grimoire:
             ctx.extras["llm"] = llm
         _wire(ctx)
         release_free_memory()  # the index rebuild's scan of the episode table is freed now
+        from grimoire.forget import resume_pending
+
+        opened_g = cls(ctx, lock, read_only)
+        try:
+            resume_pending(ctx)  # a forget a crash interrupted is finished before any read
+        except BaseException:
+            opened_g.close()
+            raise
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick)
-        return cls(ctx, lock, read_only)
+        return opened_g
 
     @classmethod
     def _open_read_only(cls, root: Path, config: Config, clock: Clock,
@@ -467,6 +475,21 @@ class Grimoire:
         from grimoire.service.heartbeat import run_tick
 
         return run_tick(self._ctx, now=now, feed_episodes=feed_episodes)
+
+    # -- forgetting (grimoire/forget) ----------------------------------------------------
+
+    def forget(self, episode: str | None = None, actor: str | None = None,
+               thread: str | None = None, entity: str | None = None,
+               matching: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """Erase one episode, an actor's, a thread's, an entity's or a phrase's every trace
+        (``grimoire.forget``); ``dry_run`` lists what would go and changes nothing."""
+        if dry_run is not True:
+            self._writable("forget")
+        from grimoire.forget import forget
+
+        return forget(self._ctx, {"episode": episode, "actor": actor, "thread": thread,
+                                  "entity": entity, "matching": matching,
+                                  "dry_run": dry_run})
 
     # -- knowledge exchange (grimoire/portable) -------------------------------------------
 

@@ -86,6 +86,9 @@ METHODS: dict[str, MethodSpec] = {
                    "{query} or {id}", False),
         MethodSpec("playbook.get", "the compiled PLAYBOOK.md", "{}", False),
         MethodSpec("curator.run", "force a curator cycle now", "{}", True),
+        MethodSpec("forget", "erase an episode, an actor's, a thread's, an entity's or a "
+                   "phrase's every trace; dry_run lists what would go",
+                   "{episode? | actor? | thread? | entity? | matching?, dry_run?}", True),
         # Knowledge exchange (grimoire/portable/clade.py): one shared LanceDB table at a URI.
         MethodSpec("clade.publish", "share warnings and validated heuristics to a Clade table",
                    "{uri, agent?}", True),
