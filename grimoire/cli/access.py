@@ -49,7 +49,8 @@ def call(config: Config, method: str, params: dict[str, Any]) -> Any:
         with Client(config.socket) as client:
             return client.call(method, params)
     spec = METHODS.get(method)
-    if spec is not None and spec.mutates:
+    if spec is not None and spec.mutates and not (method == "forget"
+                                                  and params.get("dry_run") is True):
         raise ProtocolError(
             f"{method} changes the memory and needs the daemon, but nothing is listening on "
             f"{config.socket}: is `grimoire run --data {config.data_dir}` running?")

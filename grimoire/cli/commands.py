@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grimoire.cli.common import common, emit, load
+from grimoire.cli.forget import register_forget
 from grimoire.config import config_items
 from grimoire.errors import ValidationError
 from grimoire.service.api import METHODS, suggest_method
@@ -398,6 +399,6 @@ def register_portable(sub: Sub) -> None:
 COMMANDS: list[Callable[[Sub], None]] = [
     register_run, register_status, register_write, register_retrieve, register_advise,
     register_owner,
-    register_entry, register_kg, register_call, register_report, register_portable,
-    register_config,
+    register_entry, register_kg, register_call, register_report, register_forget,
+    register_portable, register_config,
 ]

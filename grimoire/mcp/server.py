@@ -77,7 +77,8 @@ class DirectoryCaller:
             return socket_caller(self._socket)(method, params)
         data = self._config.data_dir
         spec = METHODS.get(method)
-        if spec is not None and spec.mutates:
+        dry_run = method == "forget" and params.get("dry_run") is True  # reads only
+        if spec is not None and spec.mutates and not dry_run:
             raise ToolError(
                 f"{method} changes the memory and needs the Grimoire daemon, but none is "
                 f"listening on {self._socket}: start one with `grimoire run --data {data}`. "
@@ -264,6 +265,20 @@ def build_server(call: tools.Call) -> Any:
     def kg_query(subject_kind: str, subject_id: str, block: int | None = None,
                  known_at: int | None = None) -> Any:
         return tools.kg_query(call, subject_kind, subject_id, block, known_at)
+
+    @server.tool(description="Forget for good: erase one episode (its id), every episode of "
+                 "an actor or a thread, or everything that names an entity ('token:WETH' or a "
+                 "bare name) or quotes a phrase, from every store, with what was learned from "
+                 "it recounted. Give exactly one of episode, actor, thread, entity, matching; "
+                 "dry_run: true lists what would go and changes nothing.")
+    @_tool_errors
+    def forget(episode: str | None = None, actor: str | None = None,
+               thread: str | None = None, entity: str | None = None,
+               matching: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = call("forget", _given(
+            {"dry_run": dry_run}, episode=episode, actor=actor, thread=thread, entity=entity,
+            matching=matching))
+        return out
 
     return server
 

@@ -55,6 +55,7 @@ _SEMANTIC = "semantic.sqlite"
 _GRAPH = "graph.lmdb"
 _PLAYBOOK = "PLAYBOOK.md"
 _CONFIG = "config.yaml"
+_TOMBSTONES = "TOMBSTONES.jsonl"
 _LANCE_RETRIES = 3
 
 
@@ -182,6 +183,8 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
         lance = _lance_backup(root / _EPISODES, partial / _EPISODES)
         stores["episodes"] = {**lance, "journal_rows": journal["rows"].get("journal", 0),
                               "journal_version": journal["user_version"]}
+        if (root / _TOMBSTONES).exists():  # what was forgotten before: kinds, counts, ids
+            shutil.copy2(root / _TOMBSTONES, partial / _TOMBSTONES)
         book = Path(playbook) if playbook is not None else root / _PLAYBOOK
         if book.exists():
             shutil.copy2(book, partial / _PLAYBOOK)
@@ -228,5 +231,5 @@ def restore(src: str | Path, data_dir: str | Path) -> dict[str, Any]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {"dir": str(target), "files": len(manifest["files"]),
-            "stores": manifest.get("stores", {}),
+            "stores": manifest.get("stores", {}), "source": manifest.get("source"),
             "config": str(source / _CONFIG) if (source / _CONFIG).exists() else None}

@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from grimoire.config import Config
@@ -37,6 +38,12 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("src", help="backup directory")
     p.add_argument("dir", help="data directory to create (absent or empty)")
     p.add_argument("--json", action="store_true", help="print raw JSON")
+    p.add_argument("--forgotten-in", metavar="DIR",
+                   help="the data directory whose TOMBSTONES.jsonl is applied to the restored "
+                   "copy: every forget written since the backup began (default: the "
+                   "directory the backup was taken from, when it still exists)")
+    p.add_argument("--config", metavar="FILE", help="YAML config to open the restored copy "
+                   "with (the embedding model) when tombstones are applied")
     p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
                        description="Export entries, causal links, active KG triples and "
                        "PLAYBOOK.md as a versioned bundle directory (reads DIR read-only: a "
@@ -91,7 +98,9 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "restore":
         from grimoire.portable.backup import restore
 
-        _print(restore(args.src, args.dir))
+        result = restore(args.src, args.dir)
+        result["forgotten"] = _apply_forgotten(args, result)
+        _print(result)
         return 0
     config = load(args)
     if c == "backup":
@@ -137,3 +146,22 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         return 0
     print(f"grimoire: unknown command {c}", file=sys.stderr)
     return 2
+
+
+def _apply_forgotten(args: Any, restored: dict[str, Any]) -> dict[str, Any] | None:
+    """A backup is never rewritten by ``forget``: the restored copy gets every tombstone
+    the source wrote since the backup began applied to it (``grimoire.forget``)."""
+    from grimoire.forget.tombstones import TOMBSTONES
+
+    source = args.forgotten_in or restored.get("source")
+    if not source or not (Path(source) / TOMBSTONES).is_file():
+        return None
+    from grimoire.config import load_config
+    from grimoire.forget import apply_tombstones
+    from grimoire.grimoire import Grimoire
+
+    config = load_config(args.config or restored.get("config"),
+                         overrides={"data_dir": str(args.dir)})
+    began = int(restored.get("stores", {}).get("began_at_ms", 0))
+    with Grimoire.open(config=config) as g:
+        return apply_tombstones(g.context, Path(source), since_ms=began)

@@ -44,7 +44,7 @@ API_METHODS = {
     "curator.run", "rules.applicable",
 }
 #: Methods added since API.md was written: documented in README.md's method table instead.
-BEYOND_API_MD = {"rules.applicable"}
+BEYOND_API_MD = {"rules.applicable", "forget"}
 API_MD = Path(__file__).resolve().parents[3] / "shared" / "API.md"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -108,6 +108,7 @@ MINIMAL_PARAMS: dict[str, dict[str, Any]] = {
     "causal.chain": {"id": "01a00000-0000-7000-8000-000000000000"},
     "playbook.get": {}, "curator.run": {},
     "clade.publish": {"uri": ""}, "clade.pull": {"uri": ""},
+    "forget": {"episode": "01a00000-0000-7000-8000-000000000000", "dry_run": True},
 }
 
 
