@@ -197,3 +197,59 @@ def test_a_read_only_open_may_only_dry_run(g: Grimoire, tmp_path: Path) -> None:
         assert reader.forget(actor=NAME, dry_run=True)["would_remove"]["episodes"] == 10
         with pytest.raises(NotAvailableError):
             reader.forget(actor=NAME)
+
+
+def _config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "grimoire.yaml"
+    path.write_text("embedding:\n  model: hash-384\ncurator:\n  every_ticks: 1000000\n")
+    return path
+
+
+def test_cli_forgets_without_a_daemon_and_a_restore_applies_later_tombstones(
+        tmp_path: Path, clock: FrozenClock, capsys: pytest.CaptureFixture[str]) -> None:
+    from grimoire.cli import main
+    from grimoire.portable.backup import backup
+
+    root = tmp_path / "data"
+    config = _config_file(tmp_path)
+    with Grimoire.open(root, config=curator_config(), clock=clock,
+                       embedder=HashEmbedder(dim=384, model_id="hash-384")) as g:
+        mine = _fill(g)
+    backup(root, tmp_path / "before")  # taken before the forget: it holds the name
+    args = ["--data", str(root), "--config", str(config), "--socket", str(tmp_path / "s")]
+    assert main(["forget", "--actor", NAME, "--dry-run", *args]) == 0
+    assert "would remove 10 episodes" in capsys.readouterr().out
+    assert main(["forget", "--actor", NAME, *args]) == 0
+    assert "removed 10 episodes" in capsys.readouterr().out
+    assert _scan(root, NAME) == []
+    assert _scan(tmp_path / "before", NAME)  # backups are not rewritten
+    assert main(["restore", str(tmp_path / "before"), str(tmp_path / "restored"),
+                 "--config", str(config), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["forgotten"]["applied"] == 1
+    assert _scan(tmp_path / "restored", NAME) == []
+    with Grimoire.open(tmp_path / "restored", config=curator_config(), clock=clock,
+                       embedder=HashEmbedder(dim=384, model_id="hash-384")) as again:
+        assert all(again.context.episodes.get(i) is None for i in mine)
+        assert again.context.episodes.count() == 30
+
+
+def test_forget_through_the_daemon_socket(clock: FrozenClock) -> None:
+    from grimoire.service.client import Client
+    from tests.service.daemon_support import ServerThread, short_dir
+
+    with short_dir() as base, _open(base / "data", clock) as g:
+        mine = _fill(g)
+        served = ServerThread(g, base / "data" / "grimoire.sock", max_connections=4,
+                              idle_timeout_s=30, max_request_bytes=64 * 1024,
+                              data_dir=base / "data").start()
+        try:
+            with Client(served.path) as client:
+                listed = client.call("forget", {"actor": NAME, "dry_run": True})
+                assert listed["would_remove"]["episodes"] == 10
+                done = client.call("forget", {"actor": NAME})
+                assert done["removed"]["episodes"] == 10
+        finally:
+            served.stop()
+        assert all(g.context.episodes.get(i) is None for i in mine)
+        assert _scan(base / "data", NAME) == []

@@ -1,0 +1,26 @@
+"""Benchmark for privacy: how long forgetting takes, and what redaction catches.
+
+Parts (``--part``; the code is in ``scripts/benches/``):
+
+- ``forget`` (default): forgetting one actor's episodes in a large store, end to end
+  (plan, tombstone, every store rewritten, recount, PLAYBOOK.md); goal: one actor's 1,000
+  episodes in a 100k-episode store in <= 10 s. The fill uses the hash embedder (the
+  model's speed is not what forget measures: it embeds nothing it erases).
+
+    python scripts/bench_privacy.py                 # 100k episodes, 1,000 by the actor
+    python scripts/bench_privacy.py --quick         # 10k episodes, 100 by the actor
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benches import dispatch  # noqa: E402
+
+if __name__ == "__main__":
+    raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget"}))
