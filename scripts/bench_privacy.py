@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benches import dispatch  # noqa: E402
+from benches import dispatch
 
 if __name__ == "__main__":
     raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget"}))

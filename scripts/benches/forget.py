@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benches import apply_quick
-
 from grimoire import Grimoire
 from grimoire.models.embedders import HashEmbedder
 
