@@ -29,6 +29,7 @@ from grimoire.config.sections import (
     EpisodesConfig,
     LLMConfig,
     PlaybookConfig,
+    PrivacyConfig,
     QualityConfig,
     RetrievalConfig,
     opt,
@@ -37,6 +38,7 @@ from grimoire.errors import ConfigError
 
 __all__ = ["AdmissionConfig", "Config", "CuratorConfig", "DaemonConfig", "DecayConfig",
            "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig", "PlaybookConfig",
+           "PrivacyConfig",
            "QualityConfig", "RetrievalConfig", "config_items", "load_config", "opt"]
 
 
@@ -58,6 +60,7 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     playbook: PlaybookConfig = field(default_factory=PlaybookConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
 
     @property
     def socket(self) -> Path:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["AdmissionConfig", "CuratorConfig", "DaemonConfig", "DecayConfig", "DistillerConfig",
-           "EmbeddingConfig", "EpisodesConfig", "LLMConfig", "PlaybookConfig", "QualityConfig",
-           "RetrievalConfig", "opt"]
+           "EmbeddingConfig", "EpisodesConfig", "LLMConfig", "PlaybookConfig", "PrivacyConfig",
+           "QualityConfig", "RetrievalConfig", "opt"]
 
 
 def opt(default: Any, help: str, *, positive: bool = False,
@@ -431,3 +431,13 @@ class LLMConfig:
 class PlaybookConfig:
     path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
     max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines", positive=True)
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    redact: list[str] = opt([], "kinds removed from episodes (text, ref, actor, thread) and "
+                            "told entries before they are embedded or stored, each replaced by "
+                            "[redacted:KIND]: email, phone, api_key, private_key, seed_phrase, "
+                            "iban, or all; empty = off")
+    phone_region: str = opt("US", "region (ISO 3166 code) of phone numbers written without "
+                            "a country code, for privacy.redact's phone kind")

@@ -7,6 +7,7 @@ writer thread; then it indexes the new entry's entity mentions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.gate.content import require_content
 from grimoire.gate.decay import effective_confidence
+from grimoire.guard.redact import redactor
 from grimoire.records import (
     PAD,
     Category,
@@ -119,6 +121,9 @@ def proposal_from_params(params: Mapping[str, Any]) -> Proposal:
 
 def add_entry(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     proposal = proposal_from_params(params)
+    secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
+    if secrets is not None:  # before the embedding and the store see it (privacy.redact)
+        proposal = dataclasses.replace(proposal, content=secrets.redact(proposal.content))
     vector = ctx.embedder.embed([proposal.content])[0]  # off the writer thread
     # The optional LLM's view of future utility, also off the writer thread (SPEC §5).
     scorer = ctx.extras.get("admission_scorer")

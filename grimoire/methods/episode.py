@@ -1,5 +1,8 @@
 """The episode write path: validate, embed, append durably, then run post-write hooks.
 
+With ``privacy.redact`` set, each episode's secrets are removed while it is validated,
+before anything embeds or stores it (``grimoire.guard.redact``).
+
 Validation happens on the caller's thread so bad input is refused before it
 queues. Embedding runs on the embedding stage (``ctx.embed_stage``, a second
 single thread in front of the writer), batched with the other writes waiting
@@ -29,6 +32,7 @@ import numpy as np
 
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, StoreError, ValidationError
+from grimoire.guard.redact import redact_episode, redactor
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
 from grimoire.methods.thread_context import embedding_texts
@@ -74,9 +78,11 @@ def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]], *,
         raise ValidationError(f"at most {MAX_BATCH} episodes per batch", field="episodes")
     now = ctx.now()
     out: list[Episode] = []
+    secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
     for index, params in enumerate(params_list):
         try:
-            out.append(episode_from_params(params, id=new_id(now), now_ms=now))
+            out.append(redact_episode(episode_from_params(params, id=new_id(now), now_ms=now),
+                                      secrets))
         except ValidationError as exc:
             if not batch:
                 raise
@@ -242,11 +248,13 @@ def write_feed_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],
     now = ctx.now()
     valid: list[Episode] = []
     rejected: list[tuple[int, str]] = []
+    secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
     for index, params in enumerate(params_list):
         if isinstance(params, Mapping) and "tick_id" not in params:
             params = {**params, "tick_id": tick}
         try:
-            valid.append(episode_from_params(params, id=new_id(now), now_ms=now))
+            valid.append(redact_episode(episode_from_params(params, id=new_id(now),
+                                                            now_ms=now), secrets))
         except ValidationError as exc:
             rejected.append((index, str(exc)))
             log.warning("ingest.feed.rejected", tick=tick, index=index, error=str(exc))

@@ -1,0 +1,81 @@
+"""privacy.redact: every planted secret is removed before embedding and storage; off by
+default; an unknown kind is a configuration error."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.config import Config
+from grimoire.errors import ConfigError
+from grimoire.guard.redact import KINDS, redactor
+from grimoire.models.embedders import HashEmbedder
+from tests.guard.planted import planted
+
+SECRET_PIECES = re.compile(r"[A-Za-z0-9+/_=-]{6,}")
+
+
+def _left(secret: str, text: str) -> list[str]:
+    """Pieces of the secret (6+ characters, or its digits for a phone) still in ``text``."""
+    text = re.sub(r"\[redacted:[a-z_]+\]", " ", text)  # the labels are not the secret
+    pieces = [p for p in SECRET_PIECES.findall(secret)
+              if p.lower() not in {"private", "begin", "end", "api_key"}]
+    digits = re.sub(r"\D", "", secret)
+    left = [p for p in pieces if p in text]
+    if len(digits) >= 7 and digits in re.sub(r"\D", "", text):
+        left.append(digits)
+    return left
+
+
+def test_every_planted_secret_is_removed() -> None:
+    found = redactor(["all"])
+    assert found is not None
+    missed = [(kind, secret, out) for kind, secret, sentence in planted(40)
+              if _left(secret, out := found.redact(sentence))]
+    assert missed == []
+
+
+def test_each_kind_only_when_chosen() -> None:
+    found = redactor(["email"])
+    assert found is not None
+    text = "mail jane@example.com or call +44 20 7946 0958"
+    assert found.redact(text) == "mail [redacted:email] or call +44 20 7946 0958"
+    with pytest.raises(ConfigError, match="unknown kind"):
+        redactor(["emails"])
+    assert redactor([]) is None and set(KINDS) == {"email", "phone", "api_key", "private_key",
+                                                   "seed_phrase", "iban"}
+
+
+def test_market_text_is_left_alone() -> None:
+    found = redactor(["all"])
+    assert found is not None
+    text = ("swap 2 WETH on WETH/USDC at 31.5 gwei, block 19000000, price 3120.55, tx "
+            "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318 from "
+            "0x742d35cc6634c0532925a3b844bc454e4438f44e")
+    assert found.redact(text) == text
+
+
+@pytest.mark.parametrize("kinds", [["all"], []])
+def test_the_write_path_stores_and_embeds_the_redacted_text(tmp_path: Path,
+                                                           kinds: list[str]) -> None:
+    config = Config().replace(**{"privacy.redact": kinds})
+    email, key = "jane.doe@example.com", "AKIAIOSFODNN7EXAMPL2"
+    with Grimoire.open(tmp_path / "data", config=config, clock=FrozenClock(),
+                       embedder=HashEmbedder(dim=384)) as g:
+        got = g.episode_write(text=f"user {email} pasted {key} by mistake", actor=email)
+        entry = g.entry_add(category="warning", content=f"Avoid swaps {email} asks for when "
+                            "gas_gwei > 80 because fees eat the gain")
+        episode = g.episode_get(got["id"])
+        content = g.entry_get(entry["id"])["content"] if entry["id"] else ""
+        g.context.episodes.flush()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file())
+    if kinds:  # on: nothing of it anywhere, in the record or on disk
+        assert email not in episode["text"] and key not in episode["text"]
+        assert episode["actor"] == "[redacted:email]" and email not in content
+        assert email.encode() not in stored and key.encode() not in stored
+    else:  # off by default: stored as written (so the test above can fail)
+        assert email in episode["text"] and email.encode() in stored
