@@ -9,6 +9,12 @@ Parts (``--part``; the code is in ``scripts/benches/``):
 
     python scripts/bench_privacy.py                 # 100k episodes, 1,000 by the actor
     python scripts/bench_privacy.py --quick         # 10k episodes, 100 by the actor
+
+- ``redact``: ``privacy.redact`` with every kind on: planted secrets removed (per kind) on a
+  generated set, and the share of the simulator's texts it changed (false positives; goal
+  <= 1 %).
+
+    python scripts/bench_privacy.py --part redact
 """
 
 from __future__ import annotations
@@ -23,4 +29,5 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benches import dispatch
 
 if __name__ == "__main__":
-    raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget"}))
+    raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget",
+                                                  "redact": "benches.redact"}))
