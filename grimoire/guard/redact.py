@@ -12,8 +12,9 @@ Kinds and what finds them (a well-kept library where one fits):
 - ``api_key``: ``detect-secrets``' regex detectors (AWS, GitHub, GitLab, Slack, Stripe,
   OpenAI, JWT, npm, PyPI, Twilio, SendGrid, Telegram, Discord, …) plus its keyword
   detector (``api_key = …``, ``password: …``: the first word after the keyword), and the
-  ``sk-…`` key shape current model APIs issue (detect-secrets knows only OpenAI's old one). Its entropy detectors are left
-  out: on-chain hashes and addresses are high-entropy and not secrets;
+  ``sk-…`` key shape current model APIs issue (detect-secrets knows only OpenAI's old
+  one). Its entropy detectors are left out: on-chain hashes and addresses are
+  high-entropy and not secrets;
 - ``private_key``: PEM blocks (``-----BEGIN … PRIVATE KEY-----`` to its END line), 64 hex
   digits right after the words private key / secret key / privkey, and WIF keys (base58,
   checksum verified);
