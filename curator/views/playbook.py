@@ -19,6 +19,7 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.gate.decay import effective_confidence, initial_confidence
+from grimoire.guard.instructions import MARK
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import EntryFilter
 from playbook import ConfidenceRule, PlaybookItem, compile_listing, write_atomic
@@ -48,6 +49,9 @@ def select_entries(ctx: Context, snapshot: Mapping[str, GrimoireEntry] | None = 
         active = [e for e in snapshot.values() if e.status is EntryStatus.ACTIVE]
         rules = [e for e in active if e.category in _RULES]
         links = [e for e in active if e.category in _SUPPORT and _stands_alone(e)]
+    # Text that instructs a model (marked on write: grimoire.guard.instructions) is never
+    # listed as a rule, whatever its numbers: PLAYBOOK.md is read back into prompts.
+    rules = [e for e in rules if MARK not in e.tags]
     chosen = {e.id: e for e in (*rules, *links)}
     for rule in rules:
         for parent_id in rule.parent_entry_ids:
