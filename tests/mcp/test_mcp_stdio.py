@@ -24,7 +24,7 @@ from tests.service.daemon_support import (
 )
 
 TOOLS = {"add_event", "query", "retrieve", "advise", "report_outcome", "playbook", "explain",
-         "kg_assert", "kg_query"}
+         "kg_assert", "kg_query", "forget"}
 
 
 def _data(result: Any) -> Any:
@@ -61,6 +61,8 @@ async def _session(data: Path, entry_id: str) -> dict[str, Any]:
                           "valid_from": 10}))
         out["kg_query"] = _data(await client.call_tool(
             "kg_query", {"subject_kind": "pool", "subject_id": "eth-usdc", "block": 20}))
+        out["forget"] = _data(await client.call_tool(
+            "forget", {"matching": "NFT mint", "dry_run": True}))
         out["bad"] = await client.call_tool("kg_query", {"subject_kind": "pool",
                                                           "subject_id": "x"})
     return out
@@ -103,6 +105,8 @@ def test_every_tool_through_the_sdk_client_over_stdio() -> None:
     assert entry["id"] in json.dumps(out["explain"])
     assert out["kg_assert"]["id"]
     assert "eth-usdc" in json.dumps(out["kg_query"])
+    # A dry run names the cause episode that quotes the phrase, and erases nothing.
+    assert "NFT mint" in json.dumps(out["forget"])
     assert out["bad"].is_error and "exactly one" in out["bad"].content[0].text
 
 

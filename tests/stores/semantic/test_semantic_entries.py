@@ -436,6 +436,8 @@ def test_public_surface() -> None:
         "bound_fan_in", "mark_edges_used", "prune_unused_edges",
         # the curator's pooled judging: when a claim's evidence was last counted
         "last_evidence_at",
+        # forget: what cites or quotes an episode, and erasing it for good
+        "rows_referencing", "entries_quoting", "entries_citing", "scrub", "erase",
     }
 
 
