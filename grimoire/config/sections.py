@@ -358,6 +358,18 @@ class RetrievalConfig:
         True, "newer facts first: a later statement (not an action) by the same actor that "
         "restates an earlier one with a changed value ranks just above it; off for "
         "questions with `at` or a time window (they ask about the past)")
+    reranker: str = opt(
+        "off", "the learned reranker (grimoire/retrieval/learned/): 'off' (the fused, gated "
+        "order), 'on' (the weights shipped in the package) or the path of a weights file "
+        "made by scripts/train_reranker.py; it orders every query but a causal chain walk "
+        "(a why question or an event_id keeps the root-first order)")
+    nothing_relevant: bool = opt(
+        False, "answer a query nothing in memory matches with no items and "
+        "'nothing_relevant': true: with the reranker, when its best probability is under "
+        "the floor calibrated with its weights (or retrieval.nothing_relevant_floor)")
+    nothing_relevant_floor: float | None = opt(
+        None, "override the reranker's calibrated 'nothing relevant' floor (a probability; "
+        "None: the one shipped with the weights)")
     auto_curiosity_full: float = opt(0.8, "mode=auto: curiosity above this → full retrieval")
     auto_curiosity_low: float = opt(0.4, "mode=auto: curiosity below this with coverage → "
                                     "semantic only")

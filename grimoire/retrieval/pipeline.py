@@ -105,6 +105,8 @@ from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
 from grimoire.retrieval.stages.hop import expand
+from grimoire.retrieval.stages.learned import reranker_of
+from grimoire.retrieval.stages.learned import score as learned_scores
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entries
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
@@ -254,6 +256,8 @@ class _Run:
     log_job: LogJob | None = None  # submitted once the total time is known
     window: Window | None = None  # the query's time expression, resolved
     advice: Advice | None = None  # the situation's rules, served first
+    nothing_relevant: bool | None = None  # None: retrieval.nothing_relevant is off
+    learned: dict[str, float] | None = None  # the reranker's probabilities, when it orders
 
     @property
     def rules(self) -> tuple[AppliedRule, ...]:
@@ -320,6 +324,27 @@ def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
     return {i: fused[i] for i in run.cands if i in fused}
 
 
+def _learned(ctx: Context, run: _Run, pooled: Sequence[Candidate], walk: bool) -> None:
+    """The learned reranker's probabilities (``stages.learned``) and the "nothing relevant"
+    verdict. A causal chain walk keeps the gated root-first order (the reranker was not
+    trained on chains); the probabilities still join the breakdown."""
+    cfg = ctx.config.retrieval
+    assert run.query_vector is not None
+    p = learned_scores(ctx, run.req.query, run.query_vector, run.window, pooled, run.ranks,
+                       run.pool.scores, run.factors)
+    model = reranker_of(ctx) if p is not None else None
+    if p is None or model is None:
+        return
+    for item, value in p.items():
+        run.factors[item] = {**run.factors.get(item, {}), "reranker": {"value": value}}
+    if not walk:
+        run.learned = p
+    if cfg.nothing_relevant:
+        floor = (model.floor if cfg.nothing_relevant_floor is None
+                 else cfg.nothing_relevant_floor)
+        run.nothing_relevant = max(p.values(), default=0.0) < floor
+
+
 def _rank(ctx: Context, run: _Run) -> None:
     """Candidates → RRF → rerank → replay → causal boost → MMR → contrarian."""
     cfg, req = ctx.config.retrieval, run.req
@@ -373,12 +398,18 @@ def _rank(ctx: Context, run: _Run) -> None:
             pooled, boosted, tiers, run.factors, terms_of,
             lambda t: idf(sample.term_share(t), sample.size))
         run.scores = gated({i: boosted[i] for i in run.scores}, tiers)
+    _learned(ctx, run, pooled, walk)
+    picking: dict[str, int] | None = tiers
+    if run.learned is not None:  # the reranker orders (and MMR picks by) its probability
+        boosted, picking, run.scores = run.learned, None, dict(run.learned)
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
     run.chosen = mmr_select(evidence, boosted, cfg.mmr_lambda, max(0, run.k - len(served)),
-                            cfg.mmr_duplicate, tiers=tiers)
+                            cfg.mmr_duplicate, tiers=picking)
+    if run.nothing_relevant:
+        run.chosen = []
     run.contrarian = _contrarian(ctx, req, pooled, run.scores, run.chosen)
     if run.contrarian is not None:
         run.factors[run.contrarian] = {**run.factors[run.contrarian],
@@ -427,6 +458,8 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     }
     if run.advice is not None:
         result["situation"] = run.advice.situation
+    if run.nothing_relevant is not None:
+        result["nothing_relevant"] = run.nothing_relevant
     if req.explain:
         result["trace"] = {
             "backends": {name: len(ids) for name, ids in run.pool.lists.items()
