@@ -18,6 +18,7 @@ from grimoire.clock import FrozenClock
 from grimoire.errors import ValidationError
 from grimoire.retrieval.learned import FEATURES, Forest, Reranker, load_reranker
 from grimoire.retrieval.learned.features import QueryInfo, matrix
+from grimoire.retrieval.learned.model import SHIPPED
 from tests.retrieval.retrieve_support import open_grimoire
 
 MINUTE = 60_000
@@ -144,3 +145,13 @@ def test_a_model_trained_on_other_features_refuses_to_load(tmp_path: Path) -> No
     with pytest.raises(ValidationError, match="other features"):
         load_reranker(path)
 
+
+def test_the_shipped_weights_load_with_their_training_record() -> None:
+    model = load_reranker(SHIPPED)
+    for key in ("command", "date", "seed", "data", "library"):
+        assert key in model.meta
+    assert "check" not in json.dumps(model.meta["data"]).lower()
+    assert 0.0 < model.floor < 1.0
+    assert model.forest.n_trees > 10
+    p = model.forest.predict(np.zeros((3, len(FEATURES))))
+    assert p.shape == (3,) and np.all((p > 0.0) & (p < 1.0))
