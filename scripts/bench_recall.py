@@ -21,7 +21,21 @@ Every conversation gets its own store, opened with ``Grimoire.open`` and the con
 - ``bm25``: the episode store's FTS5 search over the query's content words alone;
 - ``dense``: cosine over every stored vector alone (the query embedded by the same model);
 - ``rrf``: reciprocal rank fusion (k = 60) of those two lists;
-- ``retrieve``: the full pipeline, ``retrieve(kinds=["episode"], mode="browse")``.
+- ``retrieve``: the full pipeline, ``retrieve(kinds=["episode"], mode="browse")``, with
+  ``retrieval.reranker`` off (the fused, gated order);
+- ``reranked``: the same with the learned reranker shipped in the package
+  (``retrieval.reranker = "on"``; trained by ``train_reranker.py`` on the fit half only);
+- ``rr+floor``: the reranker with ``retrieval.nothing_relevant`` on: a question answered
+  "nothing relevant" (no items) counts as a miss.
+
+Off-topic (``--off-topic N``, default 100 per store): generated queries about other domains
+and nonsense (``benches/simqa.py``: templates over vocabularies no conversation was looked
+at for), asked with ``rr+floor``; the row is the share answered empty.
+
+Bigger haystacks: ``--pool all`` puts every development conversation in one store (refs
+and threads prefixed with the conversation; the questions are the split's);
+``--haystack N`` adds N simulator episodes (``benches/simqa.py``) to each store, their
+timestamps spread over the conversation's own span.
 
 Latency: ``retrieve`` (k = 10, browse) p50 against the floor (query embedding plus a numpy
 dot product over the stored vectors with a top-20 selection), interleaved call by call over
@@ -55,7 +69,7 @@ from typing import Any
 
 import numpy as np
 import structlog
-from benches import apply_quick, dispatch
+from benches import apply_quick, dispatch, simqa
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -192,21 +206,46 @@ def _retrieve(g: Grimoire, query: str, k: int) -> list[str]:
     return [item.get("ref", "") for item in out["items"]]
 
 
+# The pipeline's modes, as config overrides on top of the run's own configuration.
+MODES: dict[str, dict[str, Any]] = {
+    "retrieve": {"retrieval.reranker": "off", "retrieval.nothing_relevant": False},
+    "reranked": {"retrieval.reranker": "on", "retrieval.nothing_relevant": False},
+    "rr+floor": {"retrieval.reranker": "on", "retrieval.nothing_relevant": True},
+}
+
+
+def merged(convs: Sequence[Conversation], asked: Sequence[Conversation]) -> Conversation:
+    """Every conversation's turns in one store (refs and threads prefixed with the
+    conversation), with the questions of ``asked`` only."""
+    turns = [{**t, "ref": f"{c.sample_id}/{t['ref']}",
+              "thread": f"{c.sample_id}/{t['thread']}"} for c in convs for t in c.turns]
+    questions = [Question(q.text, q.category, frozenset(f"{c.sample_id}/{e}"
+                                                        for e in q.evidence))
+                 for c in asked for q in c.questions]
+    return Conversation("pool-all", turns, questions)
+
+
 def run_conversation(c: Conversation, config: Config, scores: Scores,
                      latency: dict[str, list[float]], lat_n: int,
-                     grid: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                     grid: dict[str, dict[str, Any]] | None = None, *, haystack: int = 0,
+                     off_topic: int = 0, modes: Sequence[str] = tuple(MODES),
+                     seed: int = 1) -> dict[str, Any]:
     end = max(t["timestamp"] for t in c.turns)
+    start = min(t["timestamp"] for t in c.turns)
     clock = FrozenClock(end + 86_400_000)
     with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp, \
             Grimoire.open(Path(tmp) / "data", config=config, clock=clock) as g:
         fields = _supports_fields(g)
         turns = c.turns if fields else _strip_fields(c.turns)
+        if haystack:
+            turns = sorted([*turns, *simqa.episodes(haystack, seed, start, end)],
+                           key=lambda t: t["timestamp"])
         started = time.perf_counter()
         ids: list[str] = []
         for i in range(0, len(turns), 500):
             ids += g.episode_write_batch(turns[i:i + 500])["ids"]
         write_s = time.perf_counter() - started
-        refs = {episode_id: t["ref"] for episode_id, t in zip(ids, c.turns, strict=True)}
+        refs = {episode_id: t["ref"] for episode_id, t in zip(ids, turns, strict=True)}
         started = time.perf_counter()
         for q in c.questions:
             qv = embed_one(g.context.embedder, q.text)
@@ -215,27 +254,51 @@ def run_conversation(c: Conversation, config: Config, scores: Scores,
             scores.add("bm25", q, bm25[:DEPTH])
             scores.add("dense", q, dense[:DEPTH])
             scores.add("rrf", q, ranked(rrf({"bm25": bm25, "dense": dense}, 60))[:DEPTH])
-            scores.add("retrieve", q, _retrieve(g, q.text, DEPTH))
+        base = g.context.config
+        for mode in modes:
+            g.context.config = base.replace(**MODES[mode])
+            for q in c.questions:
+                scores.add(mode, q, _retrieve(g, q.text, DEPTH))
         query_s = time.perf_counter() - started
+        empty = 0
+        asked = simqa.off_topic(off_topic, seed) if off_topic else []
+        if asked:
+            g.context.config = base.replace(**MODES["rr+floor"])
+            for text in asked:
+                out = g.retrieve(query=text, k=10, kinds=["episode"], mode="browse")
+                empty += bool(out.get("nothing_relevant")) and not out["items"]
+        g.context.config = base
         if grid is not None:
-            base = g.context.config
             for key, changes in grid.items():
                 g.context.config = base.replace(**changes)
                 for q in c.questions:
                     scores.add(key, q, _retrieve(g, q.text, DEPTH))
             g.context.config = base
-        timed: list[tuple[str, Callable[[], object]]] = []
+        timed: list[tuple[str, Config, Callable[[], object]]] = []
+        configs = {mode: base.replace(**MODES[mode]) for mode in modes}
         for q in c.questions[:lat_n]:
-            timed.append(("floor", functools.partial(_floor, g, q.text)))
-            timed.append(("retrieve", functools.partial(_retrieve, g, q.text, 10)))
-        for _, call in timed[:4]:
+            timed.append(("floor", base, functools.partial(_floor, g, q.text)))
+            for mode in modes[:2]:
+                timed.append((mode, configs[mode], functools.partial(_retrieve, g, q.text, 10)))
+        for _, cfg, call in timed[:6]:
+            g.context.config = cfg
             call()  # warm-up
-        for name, call in timed:
+        for name, cfg, call in timed:
+            g.context.config = cfg
             t0 = time.perf_counter()
             call()
             latency[name].append((time.perf_counter() - t0) * 1000)
-        return {"episodes": len(c.turns), "questions": len(c.questions), "fields": fields,
-                "write_s": round(write_s, 1), "query_s": round(query_s, 1)}
+        g.context.config = base
+        return {"episodes": len(turns), "questions": len(c.questions), "fields": fields,
+                "write_s": round(write_s, 1), "query_s": round(query_s, 1),
+                "off_topic": len(asked), "off_topic_empty": empty}
+
+
+def _rss_peak_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def table(scores: Scores) -> str:
@@ -273,6 +336,17 @@ def locomo(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="a dotted config override, e.g. "
                              "retrieval.neighbour_context_chars=0 (an ablation)")
+    parser.add_argument("--pool", choices=("each", "all"), default="each",
+                        help="each: one store per conversation; all: every conversation in "
+                             "one store (the split's questions asked of it)")
+    parser.add_argument("--haystack", type=int, default=0, metavar="N",
+                        help="add N simulator episodes to each store")
+    parser.add_argument("--off-topic", type=int, default=100, metavar="N",
+                        help="generated off-topic queries per store (0: none)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"pipeline rows, comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the generated haystack and off-topic queries")
     parser.add_argument("--quick", action="store_true",
                         help="the first conversation only (--limit 1), 10 timed questions")
     args = parser.parse_args(argv)
@@ -307,30 +381,47 @@ def locomo(argv: Sequence[str] | None = None) -> int:
     if args.fusion is not None:
         overrides["retrieval.fusion"] = args.fusion
     config = Config().replace(**overrides) if overrides else Config()
+    modes = tuple(m for m in args.modes.split(",") if m)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from {list(MODES)}")
+    every = convs
     if args.split != "all":
         convs = convs[0::2] if args.split == "fit" else convs[1::2]
     if args.limit:
         convs = convs[:args.limit]
+    if args.pool == "all":
+        convs = [merged(every, convs)]
     scores = Scores()
     latency: dict[str, list[float]] = defaultdict(list)
     started = time.perf_counter()
+    asked = empty = 0
     for c in convs:
-        info = run_conversation(c, config, scores, latency, args.latency, grid)
+        info = run_conversation(c, config, scores, latency, args.latency, grid,
+                                haystack=args.haystack, off_topic=args.off_topic,
+                                modes=modes, seed=args.seed)
+        asked += info["off_topic"]
+        empty += info["off_topic_empty"]
         print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
               f"dropped {c.dropped})", flush=True)
-    print(f"\nLoCoMo dev, split={args.split}, {len(convs)} conversation(s), "
-          f"{sum(len(c.questions) for c in convs)} questions, "
+    print(f"\nLoCoMo dev, split={args.split}, pool={args.pool}, haystack={args.haystack}, "
+          f"{len(convs)} store(s), {sum(len(c.questions) for c in convs)} questions, "
           f"{time.perf_counter() - started:.0f} s\n")
     print(table(scores))
+    if asked:
+        print(f"{'off-topic':<10} {'answered empty':<17} {asked:>4} {empty / asked:.3f} "
+              f"(rr+floor; generated, seed {args.seed})")
     if grid is not None:
         best = max(grid, key=lambda key: float(np.mean(
             [v[1] for vs in scores.rows[key].values() for v in vs])))
         print(f"\nbest on the fit split (R@10): {best} {grid[best]}")
     if latency["floor"]:
         floor = statistics.median(latency["floor"])
-        p50 = statistics.median(latency["retrieve"])
-        print(f"\nretrieve p50 {p50:.1f} ms, floor (embed + dot) p50 {floor:.1f} ms, "
-              f"ratio {p50 / floor:.2f} (n = {len(latency['floor'])} each)")
+        print(f"\nfloor (embed + dot) p50 {floor:.1f} ms (n = {len(latency['floor'])})")
+        for mode in modes[:2]:
+            p50 = statistics.median(latency[mode])
+            print(f"{mode} p50 {p50:.1f} ms, ratio {p50 / floor:.2f}")
+    print(f"embedder {config.embedding.model}, peak RSS {_rss_peak_mib():.0f} MiB")
     return 0
 
 
