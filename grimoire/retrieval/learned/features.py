@@ -10,6 +10,8 @@ The pipeline's own numbers (nothing recomputed that it already has):
   rather than only "this matches best";
 - the cosine of its neighbours: the best cosine among pooled turns of the same thread
   within ``_NEIGHBOUR_MS`` of it, and how many of the pool share its thread;
+- its rank by the fused relevance, and its cosine to the centroid of the fused best three
+  (pseudo-relevance feedback: the second half of a multi-hop answer resembles the first);
 - temporal match (inside the query's resolved time window), actor match (its actor named
   in the query), entity overlap (the query's capitalised words in its text).
 
@@ -25,10 +27,11 @@ records the names it was trained on (a mismatch refuses to load). Pure: no store
 from __future__ import annotations
 
 import calendar
+import functools
 import itertools
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -52,12 +55,15 @@ _TIME_WORDS = frozenset({"yesterday", "today", "tomorrow", "ago", "last", "next"
                          "weekend", "month", "year", "morning", "evening", "night", "since",
                          *_MONTHS})
 _NEIGHBOUR_MS = 5 * 60_000
+_TEXTS_CACHED = 20_000
+_FEEDBACK = 3
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 FEATURES: tuple[str, ...] = (
     *(f"rank_{b}" for b in BACKENDS), *(f"score_{b}" for b in BACKENDS),
     "fused", "lexical", "semantic", "tier", "recency", "causal",
     "cosine", "cosine_margin", "cosine_rank", "neighbour_cosine", "thread_share",
+    "fused_rank", "feedback_cosine",
     "in_window", "has_window", "actor_named", "entity_overlap",
     "idf_coverage", "idf_best", "bigram_overlap", "question_type", "query_terms",
     "number_match", "query_numbers", "date_match", "text_has_number", "text_has_time",
@@ -117,9 +123,29 @@ class QueryInfo:
         set_(self, "question_type", float(kind))
 
 
-def _item_terms(text: str) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Text:
+    tokens: frozenset[str]
+    terms: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    numbers: frozenset[str]
+    months: frozenset[int]
+    has_time: bool
+    length: float
+    is_question: bool
+
+
+@functools.lru_cache(maxsize=_TEXTS_CACHED)
+def _text(text: str) -> _Text:
+    """What the features read of an item's text (cached: a text's analysis never changes,
+    and the same episodes are pooled again and again)."""
     tokens = [w.lower() for w in _WORD.findall(text)]
-    return tokens, [_norm(w) for w in tokens]
+    normed = [_norm(w) for w in tokens]
+    return _Text(frozenset(tokens), frozenset(normed), frozenset(itertools.pairwise(normed)),
+                 frozenset(_NUMBER.findall(text)),
+                 frozenset(_MONTHS[w] for w in tokens if w in _MONTHS),
+                 any(w in _TIME_WORDS for w in tokens) or bool(_YEAR.search(text)),
+                 math.log1p(len(tokens)), text.rstrip().endswith("?"))
 
 
 def _neighbours(cands: Sequence[Candidate], cosines: npt.NDArray[np.float32]
@@ -144,15 +170,14 @@ def _neighbours(cands: Sequence[Candidate], cosines: npt.NDArray[np.float32]
     return best, share
 
 
-def _date_match(q: QueryInfo, tokens: Collection[str], timestamp: int) -> float:
+def _date_match(q: QueryInfo, text: _Text, timestamp: int) -> float:
     if not q.months and not q.years:
         return 0.0
     when = datetime.fromtimestamp(timestamp / 1000, tz=UTC)
     hits = 0.0
-    if q.months and (when.month in q.months or any(_MONTHS.get(w) in q.months
-                                                   for w in tokens)):
+    if q.months and (when.month in q.months or not q.months.isdisjoint(text.months)):
         hits += 0.5
-    if q.years and (when.year in q.years or any(str(y) in tokens for y in q.years)):
+    if q.years and (when.year in q.years or any(str(y) in text.tokens for y in q.years)):
         hits += 0.5
     return hits
 
@@ -168,12 +193,22 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
     out = np.zeros((len(cands), len(FEATURES)), dtype=np.float32)
     if not cands:
         return out
-    cosines = np.array([c.vector for c in cands], dtype=np.float32) @ q.vector
+    vectors = np.array([c.vector for c in cands], dtype=np.float32)
+    cosines = vectors @ q.vector
     background = float(np.mean(cosines)) if q.background is None else q.background
     order = np.argsort(-cosines, kind="stable")
     cos_rank = np.empty(len(cands), dtype=np.float32)
     cos_rank[order] = 1.0 / (1.0 + np.arange(len(cands), dtype=np.float32))
     neighbour, thread_share = _neighbours(cands, cosines)
+    fused = np.array([factors.get(c.id, {}).get("rrf", {}).get("value", 0.0) for c in cands])
+    by_fused = np.argsort(-fused, kind="stable")
+    fused_rank = np.empty(len(cands), dtype=np.float32)
+    fused_rank[by_fused] = 1.0 / (1.0 + np.arange(len(cands), dtype=np.float32))
+    # Pseudo-relevance feedback: closeness to the centroid of the pipeline's best three (a
+    # second piece of evidence of a multi-hop answer reads like the first, not the query).
+    centroid = vectors[by_fused[:_FEEDBACK]].mean(axis=0)
+    feedback = vectors @ (
+        centroid / max(float(np.linalg.norm(centroid)), 1e-9)).astype(np.float32)
     own: dict[str, dict[str, float]] = {}
     for name, values in scores.items():
         backend = name.split(".", 1)[0]
@@ -188,14 +223,11 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
         r = ranks.get(c.id, {})
         f = factors.get(c.id, {})
         relevance = f.get("relevance", {})
-        tokens, normed = _item_terms(c.content)
-        have = set(normed)
-        matched = [w for t, w in q.terms.items() if w > 0.0 and t in have]
-        item_bigrams = set(itertools.pairwise(normed))
+        text = _text(c.content)
+        matched = [w for t, w in q.terms.items() if w > 0.0 and t in text.terms]
         actor = c.provenance.get("actor")
         actor_parts = [p for p in _WORD.findall(actor.lower()) if len(p) > 1] if isinstance(
             actor, str) else []
-        numbers = set(_NUMBER.findall(c.content))
         row_values = [
             *(1.0 / r[b] if b in r else 0.0 for b in BACKENDS),
             *(own.get(b, {}).get(c.id, 0.0) for b in BACKENDS),
@@ -205,25 +237,23 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
             f.get("recency", {}).get("value", 0.0),
             f.get("causal", {}).get("value", 0.0),
             float(cosines[row]), float(cosines[row]) - background, float(cos_rank[row]),
-            neighbour[row], thread_share[row],
+            neighbour[row], thread_share[row], float(fused_rank[row]), float(feedback[row]),
             float(q.window is not None and q.window[0] <= c.timestamp < q.window[1]),
             float(q.window is not None),
             float(any(p in q.words for p in actor_parts)),
-            (sum(1 for cap in q.capitals if cap in tokens) / len(q.capitals)
+            (sum(1 for cap in q.capitals if cap in text.tokens) / len(q.capitals)
              if q.capitals else 0.0),
             sum(matched) / total_idf if total_idf > 0.0 else 0.0,
             max(matched, default=0.0),
-            (sum(1 for b in q.bigrams if b in item_bigrams) / len(q.bigrams)
+            (sum(1 for b in q.bigrams if b in text.bigrams) / len(q.bigrams)
              if q.bigrams else 0.0),
             q.question_type, float(len(q.terms)),
-            (sum(1 for n in q.numbers if n in numbers) / len(q.numbers)
+            (sum(1 for n in q.numbers if n in text.numbers) / len(q.numbers)
              if q.numbers else 0.0),
             float(len(q.numbers)),
-            _date_match(q, tokens, c.timestamp),
-            float(bool(numbers)),
-            float(any(w in _TIME_WORDS for w in tokens) or bool(_YEAR.search(c.content))),
-            math.log1p(len(tokens)),
-            float(c.content.rstrip().endswith("?")),
+            _date_match(q, text, c.timestamp),
+            float(bool(text.numbers)), float(text.has_time), text.length,
+            float(text.is_question),
             float(c.kind == "entry"),
             pool_size,
         ]

@@ -3,9 +3,10 @@
 The trees are stored flat: every node of every tree in one set of arrays (``feature``,
 ``threshold``, ``left``, ``right``, ``value``), each tree starting at its ``roots`` entry.
 A leaf has feature -1 and points to itself, so evaluation walks all trees for all rows at
-once, one level per step (``depth`` steps): a few numpy gathers per level, however many
-trees there are. A row goes left when ``x <= threshold`` (LightGBM's numerical split; the
-features never hold NaN). The raw score is the sum of the leaves plus ``base``; ``predict``
+once, one level per step (``depth`` steps): every node's test is computed for every row
+in one comparison, then each level is one gather, however many trees there are. A row
+goes left when ``x <= threshold`` (LightGBM's numerical split; the features never hold
+NaN). The raw score is the sum of the leaves plus ``base``; ``predict``
 maps it through the logistic function (the binary objective's probability).
 
 ``from_lightgbm`` converts LightGBM's ``dump_model()`` dictionary (used by the training
@@ -14,6 +15,7 @@ script only); ``to_dict`` / ``from_dict`` are the JSON form shipped in the packa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,15 +68,27 @@ class Forest:
         if rows.ndim != 2 or rows.shape[1] < self.n_features:
             raise ValidationError(f"expected rows × >= {self.n_features} features, got "
                                   f"{rows.shape}", field="features")
-        if rows.shape[0] == 0:
+        n = rows.shape[0]
+        if n == 0:
             return np.zeros(0, dtype=np.float64)
-        node = np.broadcast_to(self.roots, (rows.shape[0], self.n_trees)).copy()
-        index = np.arange(rows.shape[0])[:, None]
+        # Every node's test for every row at once (one comparison per row and node), then
+        # one gather per level: child[2 · node + went_left].
+        went_left = (rows[:, self._columns] <= self.threshold).ravel()
+        offsets = (np.arange(n) * len(self.feature))[:, None]
+        node = np.broadcast_to(self.roots, (n, self.n_trees))
         for _ in range(self.depth):
-            feature = self.feature[node]
-            x_at = rows[index, np.maximum(feature, 0)]
-            node = np.where(x_at <= self.threshold[node], self.left[node], self.right[node])
+            node = self._child[2 * node + went_left[offsets + node]]
         out: F64 = self.value[node].sum(axis=1) + self.base
+        return out
+
+    @functools.cached_property
+    def _columns(self) -> I32:
+        out: I32 = np.maximum(self.feature, 0)
+        return out
+
+    @functools.cached_property
+    def _child(self) -> I32:
+        out: I32 = np.stack([self.right, self.left], axis=1).ravel()
         return out
 
     def predict(self, x: npt.NDArray[np.floating[Any]]) -> F64:
