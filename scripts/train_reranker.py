@@ -175,6 +175,29 @@ def calibrate(groups: list[Group], p: list[np.ndarray], loss: float) -> float:
     return floor
 
 
+def calibrate_gate(dev: list[Group], none: list[Group], loss: float) -> dict[str, float]:
+    """Without the reranker: "nothing relevant" when no pooled item covers at least
+    ``idf_coverage`` of the query's IDF mass and none is ``cosine_margin`` above the
+    query's background; the pair that empties most "nothing here" groups at <= ``loss``."""
+    cov, margin = FEATURES.index("idf_coverage"), FEATURES.index("cosine_margin")
+
+    def best(groups: list[Group]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.array([g.x[:, cov].max() for g in groups]),
+                np.array([g.x[:, margin].max() for g in groups]))
+
+    dev_cov, dev_margin = best(dev)
+    none_cov, none_margin = best(none)
+    gained = np.array([g.y.sum() / g.evidence for g in dev])  # at most what the pool holds
+    chosen, emptied = {"idf_coverage": 0.0, "cosine_margin": 0.0}, -1.0
+    for a in np.quantile(dev_cov, np.linspace(0, 0.2, 21)):
+        for b in np.quantile(dev_margin, np.linspace(0, 0.2, 21)):
+            lost = gained[(dev_cov < a) & (dev_margin < b)].sum() / len(dev)
+            share = float(np.mean((none_cov < a) & (none_margin < b)))
+            if lost <= loss and share > emptied:
+                chosen, emptied = {"idf_coverage": float(a), "cosine_margin": float(b)}, share
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -185,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sim-episodes", type=int, default=1500)
     parser.add_argument("--sim-questions", type=int, default=200)
     parser.add_argument("--trees", type=int, default=150)
-    parser.add_argument("--leaves", type=int, default=15)
+    parser.add_argument("--leaves", type=int, default=7)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="a dotted config override for the pipeline the pools come from")
     parser.add_argument("--floor-loss", type=float, default=0.005,
                         help="R@10 the 'nothing relevant' floor may cost on the fit half")
     args = parser.parse_args(argv)
@@ -197,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     convs = load(path)[0::2]  # the fit half only (bench_recall --split fit)
-    config = Config().replace(**{"retrieval.reranker": "off"})
+    overrides = {key: json.loads(value) for key, value in
+                 (item.split("=", 1) for item in args.set)}
+    config = Config().replace(**{**overrides, "retrieval.reranker": "off"})
     if args.features is not None and args.features.is_file():
         groups = _load(args.features)
     else:
@@ -225,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     empty = float(np.mean([forest.predict(g.x).max() < floor for g in none])) if none else 0.0
     print(f"floor {floor:.4f}: costs <= {args.floor_loss} R@10 out of fold; answers "
           f"{empty:.2f} of the 'nothing here' groups empty (in sample)")
+    gate_floor = calibrate_gate(dev, none, args.floor_loss)
+    print(f"without the reranker: {gate_floor}")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     import lightgbm as lgb
     meta = {
@@ -246,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         "floor": f"best probability under {floor:.4f}: nothing relevant (costs <= "
                  f"{args.floor_loss} R@10 on the fit half, out of fold)",
     }
-    args.out.write_text(json.dumps(Reranker(forest, floor, meta).to_dict(),
+    args.out.write_text(json.dumps(Reranker(forest, floor, meta, gate_floor).to_dict(),
                                    separators=(",", ":")) + "\n")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB, {forest.n_trees} "
           f"trees, {len(forest.feature)} nodes)")

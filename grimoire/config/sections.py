@@ -366,7 +366,9 @@ class RetrievalConfig:
     nothing_relevant: bool = opt(
         False, "answer a query nothing in memory matches with no items and "
         "'nothing_relevant': true: with the reranker, when its best probability is under "
-        "the floor calibrated with its weights (or retrieval.nothing_relevant_floor)")
+        "the floor calibrated with its weights (or retrieval.nothing_relevant_floor); "
+        "without it, when no pooled item reaches the shipped floors of absolute term "
+        "coverage and cosine above the query's background")
     nothing_relevant_floor: float | None = opt(
         None, "override the reranker's calibrated 'nothing relevant' floor (a probability; "
         "None: the one shipped with the weights)")

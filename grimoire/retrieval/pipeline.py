@@ -105,7 +105,7 @@ from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
 from grimoire.retrieval.stages.hop import expand
-from grimoire.retrieval.stages.learned import reranker_of
+from grimoire.retrieval.stages.learned import nothing_without_reranker, reranker_of
 from grimoire.retrieval.stages.learned import score as learned_scores
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entries
@@ -334,6 +334,9 @@ def _learned(ctx: Context, run: _Run, pooled: Sequence[Candidate], walk: bool) -
                        run.pool.scores, run.factors)
     model = reranker_of(ctx) if p is not None else None
     if p is None or model is None:
+        if cfg.nothing_relevant:
+            run.nothing_relevant = nothing_without_reranker(ctx, run.req.query,
+                                                            run.query_vector, pooled)
         return
     for item, value in p.items():
         run.factors[item] = {**run.factors.get(item, {}), "reranker": {"value": value}}

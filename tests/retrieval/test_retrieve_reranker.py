@@ -155,3 +155,19 @@ def test_the_shipped_weights_load_with_their_training_record() -> None:
     assert model.forest.n_trees > 10
     p = model.forest.predict(np.zeros((3, len(FEATURES))))
     assert p.shape == (3,) and np.all((p > 0.0) & (p < 1.0))
+
+
+def test_nothing_relevant_without_the_reranker_reads_the_shipped_evidence_floors(
+        tmp_path: Path) -> None:
+    # The reranker off: the pool's best absolute term coverage and cosine margin against
+    # the floors shipped with the weights (gate_floor).
+    assert load_reranker(SHIPPED).gate_floor
+    clock = FrozenClock(START + len(TEXTS) * MINUTE)
+    with open_grimoire(tmp_path / "g", clock, **{"retrieval.nothing_relevant": True}) as g:
+        _store(g, TEXTS)
+        off = g.retrieve(query="Zuvexmir plinsnor thaxlum grikaqua?", mode="browse")
+        assert off["nothing_relevant"] is True and off["items"] == []
+        on = g.retrieve(query="The train to the coast left late on Sunday.", mode="browse")
+        assert on["nothing_relevant"] is False
+        assert on["items"][0]["content"].startswith("The train")
+        assert all("reranker" not in i["factors"] for i in on["items"])

@@ -5,7 +5,9 @@
 was trained on (they must equal ``features.FEATURES``, in order: a model trained on other
 columns refuses to load), the "nothing relevant" floor calibrated on the training data
 (the best candidate's probability under which a query is answered as having nothing
-relevant) and the training record (command, data, date, seed, library, size).
+relevant), the floors used instead when the reranker is off (``gate_floor``: the pool's best
+absolute term coverage and cosine margin, calibrated on the same data) and the training
+record (command, data, date, seed, library, size).
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ class Reranker:
     forest: Forest
     floor: float
     meta: Mapping[str, Any] = field(default_factory=dict)
+    # Without the reranker: "nothing relevant" when the pool's best of each of these
+    # features (absolute term coverage, cosine above the background) is under its value.
+    gate_floor: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "floor": self.floor, "meta": dict(self.meta),
+        return {"features": list(FEATURES), "floor": self.floor,
+                "gate_floor": dict(self.gate_floor), "meta": dict(self.meta),
                 "trees": self.forest.to_dict()}
 
     @classmethod
@@ -47,8 +53,14 @@ class Reranker:
         if not isinstance(floor, int | float) or not 0.0 <= floor <= 1.0:
             raise ValidationError(f"must be a probability, got {floor!r}",
                                   field="reranker.floor")
+        gate_floor = data.get("gate_floor", {})
+        if not isinstance(gate_floor, dict) or any(
+                name not in FEATURES or not isinstance(v, int | float)
+                for name, v in gate_floor.items()):
+            raise ValidationError("must map feature names to numbers",
+                                  field="reranker.gate_floor")
         return cls(Forest.from_dict(data.get("trees", {})), float(floor),
-                   dict(data.get("meta", {})))
+                   dict(data.get("meta", {})), {k: float(v) for k, v in gate_floor.items()})
 
 
 @functools.lru_cache(maxsize=4)

@@ -23,11 +23,11 @@ import numpy as np
 from grimoire.context import Context
 from grimoire.errors import ValidationError
 from grimoire.retrieval.candidates import Breakdown, Candidate, Vector
-from grimoire.retrieval.learned import QueryInfo, Reranker, load_reranker, matrix
+from grimoire.retrieval.learned import FEATURES, QueryInfo, Reranker, load_reranker, matrix
 from grimoire.retrieval.stages.relevance import background, query_terms
 from grimoire.retrieval.temporal import Window
 
-__all__ = ["FEATURE_SINK", "reranker_of", "score"]
+__all__ = ["FEATURE_SINK", "nothing_without_reranker", "reranker_of", "score"]
 
 FEATURE_SINK = "retrieval.reranker_features"
 
@@ -64,3 +64,20 @@ def score(ctx: Context, query: str, q: Vector, window: Window | None,
         return None
     p = model.forest.predict(x) if len(pooled) else np.zeros(0)
     return {c.id: float(v) for c, v in zip(pooled, p.tolist(), strict=True)}
+
+
+def nothing_without_reranker(ctx: Context, query: str, q: Vector,
+                             pooled: Sequence[Candidate]) -> bool:
+    """"Nothing relevant" from the relevance evidence alone (the reranker off): no pooled
+    item covers the shipped ``gate_floor``'s share of the query's IDF mass, and none is its
+    cosine margin above the query's background. The floors ship with the weights
+    (calibrated on the same data); a file without them never answers "nothing"."""
+    floors = load_reranker().gate_floor
+    if not pooled:
+        return True
+    if not floors:
+        return False
+    info = QueryInfo(query, q, query_terms(ctx, query), background(ctx, q))
+    x = matrix(info, pooled, {}, {}, {})
+    return all(float(x[:, FEATURES.index(name)].max()) < value
+               for name, value in floors.items())
