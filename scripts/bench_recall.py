@@ -26,11 +26,13 @@ Every conversation gets its own store, opened with ``Grimoire.open`` and the con
 - ``reranked``: the same with the learned reranker shipped in the package
   (``retrieval.reranker = "on"``; trained by ``train_reranker.py`` on the fit half only);
 - ``rr+floor``: the reranker with ``retrieval.nothing_relevant`` on: a question answered
-  "nothing relevant" (no items) counts as a miss.
+  "nothing relevant" (no items) counts as a miss;
+- ``gate+floor``: the reranker off, ``retrieval.nothing_relevant`` on (the relevance
+  evidence's floors).
 
 Off-topic (``--off-topic N``, default 100 per store): generated queries about other domains
 and nonsense (``benches/simqa.py``: templates over vocabularies no conversation was looked
-at for), asked with ``rr+floor``; the row is the share answered empty.
+at for), asked under each floor mode; the row is the share answered empty.
 
 Bigger haystacks: ``--pool all`` puts every development conversation in one store (refs
 and threads prefixed with the conversation; the questions are the split's);
@@ -211,7 +213,9 @@ MODES: dict[str, dict[str, Any]] = {
     "retrieve": {"retrieval.reranker": "off", "retrieval.nothing_relevant": False},
     "reranked": {"retrieval.reranker": "on", "retrieval.nothing_relevant": False},
     "rr+floor": {"retrieval.reranker": "on", "retrieval.nothing_relevant": True},
+    "gate+floor": {"retrieval.reranker": "off", "retrieval.nothing_relevant": True},
 }
+FLOORS = ("rr+floor", "gate+floor")
 
 
 def merged(convs: Sequence[Conversation], asked: Sequence[Conversation]) -> Conversation:
@@ -260,13 +264,13 @@ def run_conversation(c: Conversation, config: Config, scores: Scores,
             for q in c.questions:
                 scores.add(mode, q, _retrieve(g, q.text, DEPTH))
         query_s = time.perf_counter() - started
-        empty = 0
+        empty: dict[str, int] = {}
         asked = simqa.off_topic(off_topic, seed) if off_topic else []
-        if asked:
-            g.context.config = base.replace(**MODES["rr+floor"])
-            for text in asked:
-                out = g.retrieve(query=text, k=10, kinds=["episode"], mode="browse")
-                empty += bool(out.get("nothing_relevant")) and not out["items"]
+        for mode in (m for m in FLOORS if m in modes and asked):
+            g.context.config = base.replace(**MODES[mode])
+            empty[mode] = sum(bool(out.get("nothing_relevant")) and not out["items"]
+                              for out in (g.retrieve(query=text, k=10, kinds=["episode"],
+                                                     mode="browse") for text in asked))
         g.context.config = base
         if grid is not None:
             for key, changes in grid.items():
@@ -395,22 +399,24 @@ def locomo(argv: Sequence[str] | None = None) -> int:
     scores = Scores()
     latency: dict[str, list[float]] = defaultdict(list)
     started = time.perf_counter()
-    asked = empty = 0
+    asked = 0
+    empty: dict[str, int] = defaultdict(int)
     for c in convs:
         info = run_conversation(c, config, scores, latency, args.latency, grid,
                                 haystack=args.haystack, off_topic=args.off_topic,
                                 modes=modes, seed=args.seed)
         asked += info["off_topic"]
-        empty += info["off_topic_empty"]
+        for mode, n in info["off_topic_empty"].items():
+            empty[mode] += n
         print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
               f"dropped {c.dropped})", flush=True)
     print(f"\nLoCoMo dev, split={args.split}, pool={args.pool}, haystack={args.haystack}, "
           f"{len(convs)} store(s), {sum(len(c.questions) for c in convs)} questions, "
           f"{time.perf_counter() - started:.0f} s\n")
     print(table(scores))
-    if asked:
-        print(f"{'off-topic':<10} {'answered empty':<17} {asked:>4} {empty / asked:.3f} "
-              f"(rr+floor; generated, seed {args.seed})")
+    for mode, n in empty.items():
+        print(f"{'off-topic':<10} {'empty, ' + mode:<17} {asked:>4} {n / asked:.3f} "
+              f"(generated, seed {args.seed})")
     if grid is not None:
         best = max(grid, key=lambda key: float(np.mean(
             [v[1] for vs in scores.rows[key].values() for v in vs])))
