@@ -7,7 +7,7 @@ one. Phases, in SPEC order:
 1. ``validate``      predictions of stored claims vs new episodes; netted votes
 2. ``distil``        ExpeL distiller + causal discovery (``curator.learn.hook``, if installed)
    ``compress``      coherent episode clusters in one regime → insights
-   ``bloodstains``   critical safety incidents → bloodstain warnings (seed 004)
+   ``incidents``     critical safety incidents → ordinary critical warnings (SPEC §13)
 3. ``promote``       candidates that reached their threshold → active
    ``parameterize``  active cost/gain insights → derived heuristics / warnings (promoted
                      at once when they qualify)
@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from curator.cycle.bloodstain import bloodstains
+from curator.cycle.bloodstain import incident_warnings
 from curator.cycle.evidence import cross_reference_causal, validate_predictions
 from curator.cycle.learn import compress, distil
 from curator.cycle.lifecycle import (
@@ -81,7 +81,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("validate", validate_predictions),
     ("distil", distil),
     ("compress", compress),
-    ("bloodstains", bloodstains),
+    ("incidents", incident_warnings),
     ("promote", promote),
     ("parameterize", parameterize),
     ("decay", decay),
