@@ -17,8 +17,12 @@ GLOSSARY: dict[str, str] = {
     "curator": "the periodic cycle that validates, promotes, decays and retires entries",
     "PLAYBOOK.md": "the curator's summary of what the agent has learned, for agent and owner",
     "regime": "the market's state when something happened (bull, high_vol, crisis…)",
-    "bloodstain": "a warning written from a critical loss or a death: costly to fake, so it "
-                  "decays more slowly",
+    "bloodstain": "a warning from a predecessor's testament (its costliest failures): paid "
+                  "for by a death, so it decays 3x slower, ranks 1.2x higher, is never pruned",
+    "testament": "what an agent leaves at its death (grimoire testament): its active "
+                 "knowledge, causal graph, lessons, generation and lifetime figures",
+    "generation": "0 for an original agent; a successor started from a testament is its "
+                  "predecessor's + 1",
     "clade": "the agent's sibling agents; what they share starts at a discounted confidence",
     "predecessor": "an earlier generation of this agent; what it left is inherited, discounted",
     "replicant": "a copy of this agent running a trial; its reports count as its own",

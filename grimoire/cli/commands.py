@@ -85,6 +85,11 @@ def register_run(sub: Sub) -> None:
     run.add_argument("--tick-seconds", type=float, help="heartbeat tick length in seconds")
     run.add_argument("--max-ticks", type=int, help="stop after this many ticks")
     run.add_argument("--log-level", help="debug | info | warning | error")
+    run.add_argument("--inherit", metavar="TESTAMENT",
+                     help="start as the successor of the agent that wrote TESTAMENT (grimoire "
+                     "testament): into an empty data directory, at its generation + 1; its "
+                     "knowledge enters discounted and must be re-validated here, its lessons' "
+                     "warnings as bloodstains. Given again on a restart: nothing happens")
 
     def handler(args: argparse.Namespace) -> int:
         from grimoire.logs import configure_logging
@@ -97,7 +102,7 @@ def register_run(sub: Sub) -> None:
         # directory is /), which logs both the path given and the absolute one it uses.
         config = load(args, **overrides)
         configure_logging(config.log_level, json=True if args.json else None)
-        return run_daemon(config)
+        return run_daemon(config, inherit=args.inherit)
 
     run.set_defaults(handler=handler)
 

@@ -32,14 +32,15 @@ from grimoire.config.sections import (
     PrivacyConfig,
     QualityConfig,
     RetrievalConfig,
+    SuccessionConfig,
     opt,
 )
 from grimoire.errors import ConfigError
 
 __all__ = ["AdmissionConfig", "Config", "CuratorConfig", "DaemonConfig", "DecayConfig",
-           "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig", "PlaybookConfig",
-           "PrivacyConfig",
-           "QualityConfig", "RetrievalConfig", "config_items", "load_config", "opt"]
+           "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
+           "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
+           "SuccessionConfig", "config_items", "load_config", "opt"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     playbook: PlaybookConfig = field(default_factory=PlaybookConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    succession: SuccessionConfig = field(default_factory=SuccessionConfig)
 
     @property
     def socket(self) -> Path:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AdmissionConfig", "CuratorConfig", "DaemonConfig", "DecayConfig", "DistillerConfig",
-           "EmbeddingConfig", "EpisodesConfig", "LLMConfig", "PlaybookConfig", "PrivacyConfig",
-           "QualityConfig", "RetrievalConfig", "opt"]
+__all__ = ["AdmissionConfig", "CuratorConfig", "DaemonConfig", "DecayConfig",
+           "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
+           "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
+           "SuccessionConfig", "opt"]
 
 
 def opt(default: Any, help: str, *, positive: bool = False,
@@ -455,3 +456,11 @@ class PrivacyConfig:
                             "iban, or all; empty = off")
     phone_region: str = opt("US", "region (ISO 3166 code) of phone numbers written without "
                             "a country code, for privacy.redact's phone kind")
+
+
+@dataclass(frozen=True)
+class SuccessionConfig:
+    lessons: int = opt(10, "a testament's lessons: this many of the costliest failures (the "
+                       "largest losses, then critical incidents), each with the warnings it "
+                       "produced; those warnings are the successor's bloodstains", positive=True)
+

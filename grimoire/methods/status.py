@@ -45,6 +45,9 @@ def status(ctx: Context) -> dict[str, Any]:
         "writer": {"queued": ctx.writer.qsize(), "jobs_done": ctx.writer.jobs_done,
                    "batches": ctx.writer.batches_done},
         "last_curator_cycle": ctx.semantic.get_meta("last_curator_cycle", None),
+        # 0 for an original agent; a successor's predecessor + 1 (grimoire run --inherit)
+        "generation": int(ctx.semantic.get_meta("succession.generation", 0) or 0),
+        "inherited": ctx.semantic.get_meta("succession.inherited", None),
         "health": health,
         "llm": ctx.extras.get("llm_stats", {"configured": ctx.config.llm.base_url is not None}),
         "daemon": daemon() if callable(daemon) else None,

@@ -6,7 +6,10 @@ A bundle is a directory (format version 1)::
                      sha256 and size of every other file (written last)
     entries.jsonl    one knowledge entry per line: category, content, confidence,
                      provenance, decay class, tags, strategy, regime, bloodstain flag,
-                     evidence {validated, contradicted, episodes, status}, origin, hash
+                     evidence {validated, contradicted, episodes, status}, origin, the
+                     structured claim (or null) and the source ids of the entries it was
+                     derived from (``parents``), so that the importer's curator judges it
+                     on its own episodes; hash
     causal.jsonl     one causal link per line: cause / effect {kind, id, text}, kind,
                      weight, lag_ms, evidence_count, relationship, hash
     triples.jsonl    one active (open, current) knowledge-graph triple per line:
@@ -47,7 +50,7 @@ from grimoire.portable.manifest import (
 from grimoire.records import Category, EntryStatus
 from grimoire.stores.semantic.types import EntryFilter
 
-__all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle"]
+__all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle", "read_items"]
 
 FORMAT_VERSION = 1
 KIND = "grimoire-bundle"
@@ -88,6 +91,8 @@ def entry_items(ctx: Context, min_confidence: float, origin: str,
                          "episodes": len(e.parent_episode_ids), "status": e.status.value},
             "origin": e.source.golem_id if e.source.golem_id != "local" else origin,
             "source_id": e.id,
+            "claim": e.claim.to_dict() if e.claim is not None else None,
+            "parents": list(e.parent_entry_ids),
         })
 
 
@@ -180,7 +185,8 @@ class Bundle:
     triples: list[dict[str, Any]]
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_items(path: Path) -> list[dict[str, Any]]:
+    """Parse a JSONL file of hashed items; refuses a line whose hash does not match."""
     items = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
@@ -203,7 +209,7 @@ def read_bundle(path: str | Path) -> Bundle:
     if missing:
         raise ValidationError(f"{root} manifest lacks {missing[0]}", field="bundle")
     verify(root, manifest)
-    entries, causal, triples = (_read_jsonl(root / name) for name in FILES)
+    entries, causal, triples = (read_items(root / name) for name in FILES)
     counts = manifest.get("counts", {})
     got = {"entries": len(entries), "causal": len(causal), "triples": len(triples)}
     if counts != got:

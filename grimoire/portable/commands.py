@@ -1,6 +1,6 @@
 """The CLI subcommands of this package: ``mcp``, ``backup``, ``restore``, ``export``, ``import``,
-``clade``, ``reembed``. ``grimoire.cli`` registers them with ``add_commands`` and hands a parsed
-command to ``run_command``; the logic lives in the modules of this package.
+``clade``, ``reembed``, ``testament``. ``grimoire.cli`` registers them with ``add_commands``
+and hands a parsed command to ``run_command``; the logic lives in the modules of this package.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade", "reembed")
+COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade", "reembed", "testament")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -60,6 +60,16 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("bundle", help="bundle directory")
     p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
                    help="where the bundle comes from")
+    p = sub.add_parser("testament", help="the death reflection: a testament a successor "
+                       "starts from", description="Run a final curator cycle, then write OUT: "
+                       "a verified bundle of the active knowledge, the causal graph with its "
+                       "evidence, the lessons (the costliest failures and the warnings they "
+                       "produced), the generation and the lifetime's figures. The daemon must "
+                       "be stopped (it is the agent's death). A successor starts from it with "
+                       "grimoire run --inherit OUT, at generation + 1; the lessons' warnings "
+                       "are its bloodstains.")
+    common(p)
+    p.add_argument("out", help="new testament directory")
     p = sub.add_parser("reembed", help="copy a data directory re-embedded by another model",
                        description="Write OUT: the data directory with every episode and "
                        "entry vector recomputed by MODEL (same dimension); the daemon must "
@@ -137,6 +147,9 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "import":
         _print(run_on_store(config, "import", {"bundle": args.bundle,
                                                "provenance": args.provenance}))
+        return 0
+    if c == "testament":
+        _print(run_on_store(config, "testament", {"out": args.out}))
         return 0
     if c == "clade":
         params = {"uri": args.uri}

@@ -52,7 +52,8 @@ def import_bundle(ctx: Any, bundle: str, provenance: str) -> dict[str, Any]:
 
 
 def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run ``op`` (export, import, clade.publish, clade.pull) where it can run now."""
+    """Run ``op`` (export, import, testament, clade.publish, clade.pull) where it can run
+    now (a testament writes: a running daemon's lock refuses it with a clear error)."""
     if op.startswith("clade.") and daemon_answers(config):
         from grimoire.service.client import Client
 
@@ -67,5 +68,9 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
             return export_store(g.context, **params)
         if op == "import":
             return import_bundle(g.context, **params)
+        if op == "testament":
+            from grimoire.portable.testament import write_testament
+
+            return write_testament(g.context, **params)
         out: dict[str, Any] = getattr(g, op.replace(".", "_"))(**params)
         return out

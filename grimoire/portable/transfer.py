@@ -6,7 +6,11 @@ the exporter's confidence times that provenance's weight
 (``decay.provenance_weight``); it enters as a candidate tagged ``inherited``,
 and the curator never promotes an outside heuristic before a local validation
 (``curator.cycle.transitions``), so it re-earns confidence only through local outcomes.
-Bloodstain flags are kept. Inherited causal edges start at weight
+Bloodstain flags are kept (a testament's lessons set them: ``succession``). An item's
+structured claim comes with it, and a rule derived from an insight keeps that parent when
+both are imported, so the importer's curator judges them on its own episodes like any
+claim it learned; ``generation`` (a testament's) is recorded in each entry's source.
+Inherited causal edges start at weight
 ``INHERITED_EDGE_WEIGHT`` (0.3, seed 004) with one piece of evidence; an
 endpoint that was an episode in the source store becomes an ``observation``
 episode here with ``ref`` ``inherited:<hash>``. Active triples are asserted at
@@ -30,12 +34,13 @@ from grimoire.gate.admit import Proposal, admit
 from grimoire.methods.entry import proposal_from_params
 from grimoire.methods.episode import write_episodes
 from grimoire.methods.kg import kg_assert
-from grimoire.records import Provenance
+from grimoire.records import Claim, EntrySource, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
 __all__ = ["IMPORT_PROVENANCES", "INHERITED_EDGE_WEIGHT", "INHERITED_TAG", "import_items"]
 
-IMPORT_PROVENANCES = ("predecessor", "clade", "lethe")
+# death_reflection: a testament's lessons (``succession``), never asked for by hand
+IMPORT_PROVENANCES = ("predecessor", "clade", "lethe", "death_reflection")
 INHERITED_EDGE_WEIGHT = 0.3
 INHERITED_TAG = "inherited"
 _LEDGER = "portable.imported."
@@ -46,7 +51,19 @@ def _seen(ctx: Context, item_hash: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _proposal(item: dict[str, Any], provenance: str, weight: float, origin: str) -> Proposal:
+def _claim(value: Any) -> Claim | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("claim must be an object or null", field="claim")
+    try:
+        return Claim.from_dict(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValidationError(f"claim is malformed: {exc!r}", field="claim") from None
+
+
+def _proposal(item: dict[str, Any], provenance: str, weight: float, origin: str,
+              generation: int | None = None) -> Proposal:
     conf = item.get("confidence")
     if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
         raise ValidationError("confidence must be a number in [0, 1]", field="confidence")
@@ -60,7 +77,11 @@ def _proposal(item: dict[str, Any], provenance: str, weight: float, origin: str)
         "source": {"golem_id": str(item.get("origin") or origin)},
     }
     proposal = proposal_from_params({k: v for k, v in params.items() if v is not None})
-    return dataclasses.replace(proposal, is_bloodstain=bool(item.get("is_bloodstain")))
+    alerts = item.get("parent_episode_ids") or ()
+    return dataclasses.replace(
+        proposal, is_bloodstain=bool(item.get("is_bloodstain")), claim=_claim(item.get("claim")),
+        source=EntrySource(golem_id=proposal.source.golem_id, generation_number=generation),
+        parent_episode_ids=tuple(str(i) for i in alerts))
 
 
 def _weight(ctx: Context, provenance: str) -> float:
@@ -72,14 +93,15 @@ def _weight(ctx: Context, provenance: str) -> float:
 
 def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
                  causal: Sequence[dict[str, Any]] = (), triples: Sequence[dict[str, Any]] = (),
-                 provenance: str, origin: str, source: str) -> dict[str, Any]:
+                 provenance: str, origin: str, source: str,
+                 generation: int | None = None) -> dict[str, Any]:
     """Import already verified items; returns counts per outcome. See the module doc."""
     weight = _weight(ctx, provenance)
     # Validate everything before the first write: bad input leaves the store untouched.
     proposals = []
     for n, item in enumerate(entries):
         try:
-            proposals.append((item, _proposal(item, provenance, weight, origin)))
+            proposals.append((item, _proposal(item, provenance, weight, origin, generation)))
         except ValidationError as exc:
             raise ValidationError(f"entry {n}: {exc}", field="bundle") from None
     for n, link in enumerate(causal):
@@ -96,13 +118,23 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
     counts = {"entries": {}, "causal": {"added": 0, "skipped": 0},
               "triples": {"added": 0, "skipped": 0}}  # type: dict[str, dict[str, int]]
     fresh = [(item, p) for item, p in proposals if _seen(ctx, item["hash"]) is None]
+    # parents first: a derived rule's insight must have its local id before the rule
+    fresh.sort(key=lambda pair: bool(pair[0].get("parents")))
     counts["entries"]["already_imported"] = len(proposals) - len(fresh)
     vectors = ctx.embedder.embed([p.content for _, p in fresh]) if fresh else None
     local_ids: dict[str, str] = {}
+    hash_of = {str(item.get("source_id")): str(item["hash"]) for item, _ in proposals}
+
+    def parent_ids(item: dict[str, Any]) -> tuple[str, ...]:
+        found = [local_ids.get(str(s)) or _seen(ctx, hash_of.get(str(s), ""))
+                 for s in item.get("parents") or ()]
+        return tuple(i for i in found if i)
 
     def admit_all() -> None:
         for i, (item, p) in enumerate(fresh):
             assert vectors is not None
+            if item.get("parents"):
+                p = dataclasses.replace(p, parent_entry_ids=parent_ids(item))
             result = admit(ctx, p, vectors[i])
             decision = str(result["decision"])
             counts["entries"][decision] = counts["entries"].get(decision, 0) + 1

@@ -406,8 +406,10 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_daemon(config: Config) -> int:
-    """Open the stores, serve until signalled, close everything; the exit code."""
+def run_daemon(config: Config, inherit: str | None = None) -> int:
+    """Open the stores, serve until signalled, close everything; the exit code. With
+    ``inherit`` (a testament's directory), the agent first starts as its predecessor's
+    successor (``grimoire.portable.succession``), before it serves or ticks."""
     started = time.monotonic()
     limit_malloc_arenas(MALLOC_ARENAS)  # before the model's and LanceDB's threads allocate
     map_large_allocations(MMAP_THRESHOLD)
@@ -434,6 +436,13 @@ def run_daemon(config: Config) -> int:
             clock.start_ms = max(clock.start_ms, int(semantic.get_meta("clock_ms", 0)),
                                  int(semantic.get_meta("last_tick_ms", 0)))
         g.context.events.simulated = isinstance(clock, AcceleratedClock)
+        if inherit is not None:
+            from grimoire.portable.succession import inherit as inherit_testament
+
+            got = inherit_testament(g.context, inherit)
+            log.info("daemon.inherited", origin=got["origin"], generation=got["generation"],
+                     bloodstains=got["bloodstains"], entries=got["entries"],
+                     again=bool(got.get("already_inherited")))
         feed = open_feed(config, g)
         daemon = Daemon(g, feed, config)
         freeze_startup_objects()
