@@ -24,7 +24,8 @@ from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
 
-__all__ = ["Context", "CuratorHook", "DistillHook", "EpisodeWriter", "PostWriteHook"]
+__all__ = ["Context", "CuratorHook", "CycleHook", "DistillHook", "EpisodeWriter",
+           "PostWriteHook"]
 
 #: After each durable episode append, on the writer thread: (ctx, episodes, vectors).
 PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
@@ -32,6 +33,8 @@ PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
 DistillHook = Callable[["Context", "str | None", int], Mapping[str, Any]]
 #: One curator cycle: (ctx, now) -> summary.
 CuratorHook = Callable[["Context", int], Mapping[str, Any]]
+#: A step the curator cycle runs after its own phases: (ctx, now, cycle number) -> counts.
+CycleHook = Callable[["Context", int, int], Mapping[str, Any]]
 #: The API's episode write path: (ctx, params list) -> ids, once durable.
 EpisodeWriter = Callable[["Context", Sequence[Mapping[str, Any]]], list[str]]
 
@@ -60,6 +63,9 @@ class Context:
     post_write_hooks: list[PostWriteHook] = field(default_factory=list)
     distill_hook: DistillHook | None = None
     curator_hook: CuratorHook | None = None
+    # Steps the curator cycle runs after its phases, by name (the Clade exchange when
+    # clade.uri is set): the parts above the curator that it must not import.
+    cycle_hooks: list[tuple[str, CycleHook]] = field(default_factory=list)
     # The API's own episode write path (methods.episode.write_episodes), wired by the
     # facade, for the parts below the methods that write episodes (Reflexion's incidents).
     write_episodes: EpisodeWriter | None = None

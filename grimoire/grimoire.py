@@ -139,6 +139,11 @@ def _wire(ctx: Context) -> None:
     # Learning: Reflexion on each action (after the hooks above), the distiller on the
     # heartbeat, the optional LLM paths, the curator cycle, and the curator's read-outs.
     curator_api.install(ctx)
+    if ctx.config.clade.uri and not ctx.read_only:
+        # The Clade by itself: each curator cycle exchanges with the shared table.
+        from grimoire.portable.clade import exchange
+
+        ctx.cycle_hooks.append(("clade", exchange))
 
 
 class Grimoire:

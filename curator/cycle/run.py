@@ -22,6 +22,10 @@ one. Phases, in SPEC order:
                      view shows the figures PLAYBOOK.md does)
 9. ``playbook``      compile PLAYBOOK.md and replace it atomically
 
+Then the steps wired from above in ``ctx.cycle_hooks`` run, each under its own name (the
+Clade exchange, ``clade``, when ``clade.uri`` is set); one that fails is reported in the
+summary and does not abort the cycle.
+
 Each phase reads a snapshot on the calling thread and applies its changes on
 the writer thread in short transactions, so the agent is never stalled for
 the length of a cycle. One cycle runs at a time per context. The cycle's
@@ -53,7 +57,7 @@ from curator.cycle.promote import parameterize, promote
 from curator.cycle.sentences import refresh_sentences
 from curator.cycle.state import STATE_KEY, Cycle, CycleState, data_time, entries, load_window
 from curator.cycle.summaries import hierarchical_summaries, update_regions
-from grimoire.context import Context
+from grimoire.context import Context, CycleHook
 from grimoire.logs import get_logger
 
 __all__ = ["LAST_CYCLE_KEY", "PHASES", "curator_hook", "publish_playbook", "run_cycle"]
@@ -138,6 +142,10 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
                 log.exception("curator.cycle.failed", cycle=cy.number, phase=name)
                 raise
             phases[name] = {**counts, "ms": round((time.perf_counter() - t0) * 1000, 2)}
+        for name, hook in ctx.cycle_hooks:
+            t0 = time.perf_counter()
+            phases[name] = {**_hooked(name, hook, ctx, now, cy.number),
+                            "ms": round((time.perf_counter() - t0) * 1000, 2)}
         summary: dict[str, Any] = {
             "cycle": cy.number, "tick": ctx.tick, "now": now, "episodes": len(window),
             "entries_promoted": (_int(phases, "promote", "promoted")
@@ -164,6 +172,18 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
                  retired=summary["entries_pruned"], ms=round(summary["duration_ms"]),
                  playbook=_playbook_line(phases.get("playbook", {})))
         return summary
+
+
+def _hooked(name: str, hook: CycleHook, ctx: Context, now: int, number: int
+            ) -> dict[str, Any]:
+    """A step wired from above (``ctx.cycle_hooks``: the Clade exchange). It talks to the
+    outside world, which may be down: its failure is logged and reported in the cycle's
+    summary, and the cycle (what it learned) stands; the step retries next cycle."""
+    try:
+        return dict(hook(ctx, now, number))
+    except Exception as exc:
+        log.warning("curator.cycle.hook.failed", hook=name, cycle=number, error=repr(exc))
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _playbook_line(result: Mapping[str, Any]) -> str:

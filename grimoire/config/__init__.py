@@ -21,6 +21,7 @@ import yaml
 
 from grimoire.config.sections import (
     AdmissionConfig,
+    CladeConfig,
     CuratorConfig,
     DaemonConfig,
     DecayConfig,
@@ -37,8 +38,8 @@ from grimoire.config.sections import (
 )
 from grimoire.errors import ConfigError
 
-__all__ = ["AdmissionConfig", "Config", "CuratorConfig", "DaemonConfig", "DecayConfig",
-           "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
+__all__ = ["AdmissionConfig", "CladeConfig", "Config", "CuratorConfig", "DaemonConfig",
+           "DecayConfig", "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
            "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
            "SuccessionConfig", "config_items", "load_config", "opt"]
 
@@ -62,6 +63,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     playbook: PlaybookConfig = field(default_factory=PlaybookConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    clade: CladeConfig = field(default_factory=CladeConfig)
     succession: SuccessionConfig = field(default_factory=SuccessionConfig)
 
     @property

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AdmissionConfig", "CuratorConfig", "DaemonConfig", "DecayConfig",
+__all__ = ["AdmissionConfig", "CladeConfig", "CuratorConfig", "DaemonConfig", "DecayConfig",
            "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
            "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
            "SuccessionConfig", "opt"]
@@ -32,6 +32,9 @@ def opt(default: Any, help: str, *, positive: bool = False,
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class EmbeddingConfig:
     model: str = opt("all-MiniLM-L6-v2-int8", "embedding model: the bundled int8 ONNX MiniLM, "
                      "or a fastembed model name present on this machine")
@@ -42,6 +45,9 @@ class EmbeddingConfig:
                           positive=True)
     batch_size: int = opt(64, "texts per embedding batch", positive=True)
     threads: int = opt(2, "onnxruntime intra-op threads", positive=True)
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class DecayConfig:
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class AdmissionConfig:
     weights: dict[str, float] = opt(
         {"future_utility": 0.25, "factual_confidence": 0.25, "semantic_novelty": 0.20,
@@ -119,6 +128,9 @@ class AdmissionConfig:
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     weights: dict[str, float] = opt(
         {"specificity": 0.25, "actionability": 0.25, "novelty": 0.20, "verifiability": 0.15,
@@ -126,6 +138,9 @@ class QualityConfig:
         "weights of the five quality dimensions")
     red_flag_penalty: float = opt(0.1, "penalty per red flag")
     neutral_consistency: float = opt(0.5, "consistency score without an LLM")
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -189,6 +204,9 @@ class DistillerConfig:
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class CuratorConfig:
     every_ticks: int = opt(50, "curator cycle every this many ticks", positive=True)
     insight_promote: float = opt(0.6, "insight at or above: active")
@@ -246,6 +264,9 @@ class CuratorConfig:
     compact_min_fragments: int = opt(
         64, "the cycle compacts the episodic store when it has at least this many fragments (the "
         "store compacts itself every episodes.compact_every_appends flushes: a backstop)")
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -392,6 +413,9 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class EpisodesConfig:
     flush_rows: int = opt(256, "LanceDB append batch: rows buffered before a flush", positive=True)
     flush_ms: int = opt(1000, "LanceDB append batch: max age of buffered rows")
@@ -400,6 +424,9 @@ class EpisodesConfig:
     max_files: int = opt(
         24, "compact and keep only the newest version as soon as the LanceDB table holds this "
         "many data files or versions (counted at every flush: bounded whatever the clock speed)")
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -419,6 +446,9 @@ class DaemonConfig:
     write_queue: int = opt(10_000, "pending writes before BusyError", positive=True)
     max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)",
                                 positive=True)
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -443,9 +473,15 @@ class LLMConfig:
 
 
 @dataclass(frozen=True)
+
+
+@dataclass(frozen=True)
 class PlaybookConfig:
     path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
     max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines", positive=True)
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -456,6 +492,27 @@ class PrivacyConfig:
                             "iban, or all; empty = off")
     phone_region: str = opt("US", "region (ISO 3166 code) of phone numbers written without "
                             "a country code, for privacy.redact's phone kind")
+
+
+@dataclass(frozen=True)
+class CladeConfig:
+    uri: str | None = opt(None, "the shared Clade table (a path or an object-store URI such as "
+                          "s3://bucket/prefix); set, every curator cycle exchanges with it: "
+                          "publishes this agent's new warnings, active heuristics and validated "
+                          "insights, pulls the siblings' through the admission gate at the "
+                          "clade weight, and writes each incoming alert as a clade_alert "
+                          "episode. None = only by hand (grimoire clade publish|pull)")
+    agent: str | None = opt(None, "this agent's name in the Clade (None = the data "
+                            "directory's name)")
+    every_cycles: int = opt(1, "exchange with the Clade every this many curator cycles "
+                            "(rate limit)", positive=True)
+    max_publish: int = opt(50, "items one exchange publishes at most (the rest wait for the "
+                           "next one)", positive=True)
+    max_pull: int = opt(50, "foreign items one exchange pulls at most (the rest wait for the "
+                        "next one)", positive=True)
+
+
+@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,36 @@
-"""The Clade exchange: agents share warnings and validated heuristics through one LanceDB table.
+"""The Clade exchange: agents share warnings, validated heuristics and validated insights
+through one LanceDB table.
 
 The table (``clade`` under a URI LanceDB opens natively: a local or network path,
 or object storage such as ``s3://bucket/prefix``) holds one row per published
-item: ``key`` (sha256 of origin and content hash; the merge key, so publishing
-again adds nothing), ``origin`` (the publishing agent), ``content_hash``
-(sha256 of category and content), the entry's fields, its evidence counts
-(``validated``, ``contradicted``, ``episodes``) and ``published_at``.
+item: ``key`` (sha256 of origin and the entry's id; the merge key, so publishing
+again adds nothing: an entry whose sentence the curator re-states is not sent again),
+``origin`` (the publishing agent), ``content_hash`` (sha256 of category and content),
+the entry's fields, its evidence counts (``validated``, ``contradicted``, ``episodes``)
+and ``published_at``.
 
-``publish`` sends this agent's own knowledge only (self-learned or replicant
-provenance: what it pulled is never echoed back): warnings at any status that
-is alive, heuristics once active (validated here). ``pull`` reads every row of
-another origin and imports it through ``transfer.import_items`` as ``clade``
-provenance (admission gate, discounted confidence, idempotent by key): an
-agent never re-imports its own items.
+``publish`` sends this agent's own knowledge only (learned or told here: what it pulled
+or inherited is never echoed back): warnings at any status that is alive, heuristics
+once active, insights once active and confirmed here at least once (validated).
+``pull`` reads the rows of every other origin it has not pulled yet and imports them
+through ``transfer.import_items`` as ``clade`` provenance (admission gate, confidence ×
+the clade weight, idempotent by key): an agent never re-imports its own items. Each
+incoming item is first written as a ``clade_alert`` episode (ref ``clade:<key>``; the
+entry names it as its parent episode), so the agent's memory records what it was told
+and when, whatever the gate then decides.
+
+``exchange`` is the curator cycle's Clade step (wired by the facade as a cycle hook when
+``clade.uri`` is set): every ``clade.every_cycles`` cycles it publishes at most
+``clade.max_publish`` new items and pulls at most ``clade.max_pull`` new foreign ones,
+at the cycle's data time. What it published is recorded in meta (``clade.published.<key>``)
+and what it pulled in the import ledger, so a restart neither re-sends nor re-imports
+(and a row another agent published while this one was down is pulled at the next cycle).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from typing import Any
 
@@ -26,11 +39,12 @@ import pyarrow as pa
 from curator.cycle.transitions import LOCAL_PROVENANCE
 from grimoire.context import Context
 from grimoire.errors import StoreError, ValidationError
+from grimoire.methods.episode import write_episodes
 from grimoire.portable.bundle import entry_items
-from grimoire.portable.transfer import import_items
+from grimoire.portable.transfer import import_items, imported_as
 from grimoire.records import Category, EntryStatus
 
-__all__ = ["TABLE", "agent_name", "publish", "pull"]
+__all__ = ["TABLE", "agent_name", "exchange", "publish", "pull"]
 
 TABLE = "clade"
 # This agent's own knowledge, learned or told here (one definition: curator.cycle.transitions).
@@ -44,6 +58,7 @@ _SCHEMA = pa.schema([
     ("published_at", pa.int64()),
 ])
 _ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
+_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def agent_name(ctx: Context, agent: str | None) -> str:
@@ -76,24 +91,26 @@ def _content_hash(category: str, content: str) -> str:
     return hashlib.sha256(f"{category}\n{content}".encode()).hexdigest()
 
 
-def publish(ctx: Context, uri: str, agent: str | None = None) -> dict[str, Any]:
-    """Publish this agent's warnings and active heuristics; returns how many were new."""
-    origin = agent_name(ctx, agent)
-    # Wall time, not ctx.now(): the table is shared by agents whose clocks may be
-    # simulated (--speed) and differ; publication time must mean the same to all of them.
+_PUBLISHED = "clade.published."
+
+
+def _offer(ctx: Context, origin: str) -> list[dict[str, Any]]:
+    """Rows for this agent's own warnings, active heuristics and validated insights."""
     now = int(time.time() * 1000)
-    rows = []
     warnings = entry_items(ctx, 0.0, origin, categories=(Category.WARNING,),
                            statuses=(EntryStatus.CANDIDATE, EntryStatus.ACTIVE))
-    heuristics = entry_items(ctx, 0.0, origin, categories=(Category.HEURISTIC,),
-                             statuses=(EntryStatus.ACTIVE,))
-    for item in [*warnings, *heuristics]:
+    rules = entry_items(ctx, 0.0, origin, categories=(Category.HEURISTIC, Category.INSIGHT),
+                        statuses=(EntryStatus.ACTIVE,))
+    rows = []
+    for item in [*warnings, *rules]:
+        ev = item["evidence"]
         if item["provenance"] not in _LOCAL:
             continue
+        if item["category"] == Category.INSIGHT.value and ev["validated"] < 1:
+            continue  # an insight is shared once this agent's outcomes confirmed it
         chash = _content_hash(item["category"], item["content"])
-        ev = item["evidence"]
         rows.append({
-            "key": hashlib.sha256(f"{origin}\n{chash}".encode()).hexdigest(),
+            "key": hashlib.sha256(f"{origin}\n{item['source_id']}".encode()).hexdigest(),
             "origin": origin, "content_hash": chash, "category": item["category"],
             "content": item["content"], "confidence": float(item["confidence"]),
             "decay_class": item["decay_class"], "tags": item["tags"],
@@ -102,34 +119,99 @@ def publish(ctx: Context, uri: str, agent: str | None = None) -> dict[str, Any]:
             "contradicted": ev["contradicted"], "episodes": ev["episodes"],
             "published_at": now,
         })
+    return rows
+
+
+def publish(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None = None,
+            ledger: bool = False) -> dict[str, Any]:
+    """Publish this agent's warnings, active heuristics and validated insights; returns how
+    many were new. With ``ledger`` (the cycle's step), only items this agent never published
+    are offered, at most ``limit``, and what was sent is recorded in meta."""
+    origin = agent_name(ctx, agent)
+    # Wall time, not ctx.now(): the table is shared by agents whose clocks may be
+    # simulated (--speed) and differ; publication time must mean the same to all of them.
+    rows = _offer(ctx, origin)
+    if ledger:
+        rows = [r for r in rows if ctx.semantic.get_meta(_PUBLISHED + r["key"]) is None]
+    waiting = max(0, len(rows) - limit) if limit is not None else 0
+    rows = rows[:limit] if limit is not None else rows
     table = _table(uri)
     if not rows:
-        return {"uri": uri, "agent": origin, "offered": 0, "published": 0}
+        return {"uri": uri, "agent": origin, "offered": 0, "published": 0, "waiting": 0}
     try:
-        before = table.count_rows()
-        (table.merge_insert("key").when_not_matched_insert_all()
-         .execute(pa.Table.from_pylist(rows, schema=_SCHEMA)))
-        added = table.count_rows() - before
+        merged = (table.merge_insert("key").when_not_matched_insert_all()
+                  .execute(pa.Table.from_pylist(rows, schema=_SCHEMA)))
+        # this call's own inserts (a sibling publishing at the same time is not counted)
+        added = int(merged.num_inserted_rows)
     except _ERRORS as exc:
         raise StoreError(f"cannot publish to the Clade table at {uri}: {exc}") from exc
+    if ledger:
+        def record() -> None:
+            with ctx.semantic.transaction():
+                for r in rows:
+                    ctx.semantic.set_meta(_PUBLISHED + r["key"], r["published_at"])
+
+        ctx.writer.call(record)
     ctx.events.emit("CladePublish", ctx.now(), uri=uri, agent=origin, offered=len(rows),
                     published=added)
-    return {"uri": uri, "agent": origin, "offered": len(rows), "published": max(added, 0)}
+    return {"uri": uri, "agent": origin, "offered": len(rows), "published": max(added, 0),
+            "waiting": waiting}
 
 
-def pull(ctx: Context, uri: str, agent: str | None = None) -> dict[str, Any]:
-    """Import every other agent's items through the gate as ``clade`` provenance."""
-    me = agent_name(ctx, agent)
-    table = _table(uri)
+def _new_rows(ctx: Context, table: Any, uri: str, me: str,
+              limit: int | None) -> tuple[int, list[dict[str, Any]], int]:
+    """(rows in the table, the foreign rows not pulled yet (at most ``limit``), how many more
+    wait). Only the keys are read to decide; the rows themselves are read by key."""
     try:
-        rows = table.to_arrow().to_pylist()
+        heads = table.search().select(["key", "origin"]).limit(None).to_arrow().to_pylist()
     except _ERRORS as exc:
         raise StoreError(f"cannot read the Clade table at {uri}: {exc}") from exc
+    new = sorted({str(h["key"]) for h in heads if h["origin"] != me
+                  and _HEX.fullmatch(str(h["key"]))
+                  and imported_as(ctx, f"clade:{h['key']}") is None})
+    take = new if limit is None else new[:limit]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(take), 200):
+        chunk = ", ".join(f"'{k}'" for k in take[start:start + 200])
+        try:
+            rows += table.search().where(f"key IN ({chunk})").limit(None).to_arrow().to_pylist()
+        except _ERRORS as exc:
+            raise StoreError(f"cannot read the Clade table at {uri}: {exc}") from exc
+    rows.sort(key=lambda r: (int(r["published_at"] or 0), str(r["key"])))
+    return len(heads), rows, len(new) - len(take)
+
+
+def _alert(ctx: Context, row: dict[str, Any], now: int) -> str:
+    """The ``clade_alert`` episode recording one incoming item (written once per key)."""
+    ref = f"clade:{row['key']}"
+    found = ctx.episodes.get_by_ref(ref)
+    if found:
+        return found[0].id
+    severe = row["category"] == Category.WARNING.value
+    params = {
+        "text": f"Clade alert from {row['origin']}: {row['category']}: {row['content']}",
+        "type": "clade_alert", "timestamp": now, "ref": ref,
+        "importance": "critical" if row["is_bloodstain"] else "notable" if severe else "routine",
+        **({"strategy": row["strategy"]} if row["strategy"] else {}),
+        **({"regime": row["regime"]} if row["regime"] else {}),
+    }
+    return write_episodes(ctx, [params])[0]
+
+
+def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None = None,
+         now: int | None = None) -> dict[str, Any]:
+    """Import the other agents' items not pulled yet through the gate as ``clade``
+    provenance, each recorded first as a ``clade_alert`` episode at ``now`` (default the
+    clock)."""
+    me = agent_name(ctx, agent)
+    now = ctx.now() if now is None else int(now)
+    table = _table(uri)
+    total, rows, waiting = _new_rows(ctx, table, uri, me, limit)
     items = []
+    tampered = 0
     for row in rows:
-        if row["origin"] == me:
-            continue
         if _content_hash(row["category"], row["content"]) != row["content_hash"]:
+            tampered += 1
             continue  # altered after publishing: not what its origin vouched for
         items.append({
             "category": row["category"], "content": row["content"],
@@ -138,7 +220,23 @@ def pull(ctx: Context, uri: str, agent: str | None = None) -> dict[str, Any]:
             "strategy": row["strategy"], "regime": row["regime"],
             "is_bloodstain": bool(row["is_bloodstain"]), "origin": row["origin"],
             "hash": "clade:" + row["key"], "source_id": row["key"],
+            "parent_episode_ids": [_alert(ctx, row, now)],
         })
     result = import_items(ctx, entries=items, provenance="clade", origin="clade",
                           source=uri)
-    return {"uri": uri, "agent": me, "rows": len(rows), "foreign": len(items), **result}
+    return {"uri": uri, "agent": me, "rows": total, "foreign": len(items),
+            "alerts": len(items), "tampered": tampered, "waiting": waiting, **result}
+
+
+def exchange(ctx: Context, now: int, cycle: int) -> dict[str, Any]:
+    """The curator cycle's Clade step (see the module doc): publish, then pull."""
+    cfg = ctx.config.clade
+    if cfg.uri is None:
+        return {"skipped": "no clade.uri"}
+    if cycle % cfg.every_cycles:
+        return {"skipped": f"every {cfg.every_cycles} cycles"}
+    sent = publish(ctx, cfg.uri, cfg.agent, limit=cfg.max_publish, ledger=True)
+    got = pull(ctx, cfg.uri, cfg.agent, limit=cfg.max_pull, now=now)
+    return {"published": sent["published"], "publish_waiting": sent["waiting"],
+            "pulled": got["foreign"], "alerts": got["alerts"], "pull_waiting": got["waiting"],
+            "entries": got["entries"], "tampered": got["tampered"]}

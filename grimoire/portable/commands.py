@@ -79,9 +79,10 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p.add_argument("--model", required=True,
                    help="the embedding model to move to (e.g. multilingual-e5-small-q4)")
     p = sub.add_parser("clade", help="publish to / pull from a shared Clade table",
-                       description="Exchange warnings and validated heuristics through one "
-                       "shared LanceDB table (clade.publish / clade.pull; through the daemon "
-                       "when one runs).")
+                       description="Exchange warnings, active heuristics and validated "
+                       "insights through one shared LanceDB table (clade.publish / clade.pull; "
+                       "through the daemon when one runs). With clade.uri set, every curator "
+                       "cycle does both by itself.")
     clade_sub = p.add_subparsers(dest="clade_command", required=True, metavar="CLADE_COMMAND")
     for name in ("publish", "pull"):
         q = clade_sub.add_parser(name, help=f"clade.{name}", description=f"clade.{name}")

@@ -37,7 +37,8 @@ from grimoire.methods.kg import kg_assert
 from grimoire.records import Claim, EntrySource, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
-__all__ = ["IMPORT_PROVENANCES", "INHERITED_EDGE_WEIGHT", "INHERITED_TAG", "import_items"]
+__all__ = ["IMPORT_PROVENANCES", "INHERITED_EDGE_WEIGHT", "INHERITED_TAG", "import_items",
+           "imported_as"]
 
 # death_reflection: a testament's lessons (``succession``), never asked for by hand
 IMPORT_PROVENANCES = ("predecessor", "clade", "lethe", "death_reflection")
@@ -49,6 +50,12 @@ _LEDGER = "portable.imported."
 def _seen(ctx: Context, item_hash: str) -> str | None:
     value = ctx.semantic.get_meta(_LEDGER + item_hash)
     return value if isinstance(value, str) else None
+
+
+def imported_as(ctx: Context, item_hash: str) -> str | None:
+    """The local id an item with this hash became ("" if the gate refused it), or None if
+    it was never imported."""
+    return _seen(ctx, item_hash)
 
 
 def _claim(value: Any) -> Claim | None:

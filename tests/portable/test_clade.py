@@ -48,7 +48,12 @@ def test_two_agents_exchange_through_a_shared_table(tmp_path: Path,
         assert entries[WARNING]["is_bloodstain"] is True
         assert entries[WARNING]["source"]["golem_id"] == "alpha"
         assert entries[HEURISTIC]["confidence"] < 0.8  # discounted by the clade weight
-        assert b.clade_pull(uri)["entries"] == {"already_imported": 2}
+        again = b.clade_pull(uri)  # nothing new: the pulled keys are not read again
+        assert again["foreign"] == 0 and again["entries"] == {"already_imported": 0}
+        alerts = b.context.episodes.recent(10, types=["clade_alert"])
+        assert len(alerts) == 2 and all(e.ref and e.ref.startswith("clade:") for e in alerts)
+        assert {e.id for e in alerts} == {e["parent_episode_ids"][0]
+                                          for e in entries.values()}
         # what beta pulled is never published back as beta's own
         b.entry_add(category="warning", content="Never bridge funds while the sequencer is "
                     "down because withdrawals stall for hours", confidence=0.9)
