@@ -9,10 +9,12 @@ The facade (``grimoire.grimoire``) reaches the curator only through this module:
   (``learning``, ``reflexion``, ``prediction_deviations``), so that the metrics read them
   without importing the curator;
 - ``run_cycle(ctx)``: one curator cycle now (``curator.run``);
-- ``resolve_entry`` / ``explain_entry``: ``entry.explain``;
 - ``forget_plan`` / ``forget_apply``: what ``forget`` does to the entries that cited the
   forgotten episodes (recount, remove the unsupported, rebuild summaries), under the
   cycle's lock so no cycle runs on a half-forgotten store, then PLAYBOOK.md rebuilt.
+- ``dream(ctx)``: one bounded dream slot (``ctx.dream_hook`` when ``dreams.enabled``: the
+  daemon runs one while the heartbeat is idle);
+- ``resolve_entry`` / ``explain_entry``: ``entry.explain``.
 
 Everything else in the curator is its own business and may move without the facade
 noticing.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from curator.cycle.dream import dream
 from curator.cycle.forgotten import apply_recount, recount_plan
 from curator.cycle.run import _lock, curator_hook, run_cycle
 from curator.cycle.state import CycleState, store_time
@@ -33,8 +36,8 @@ from curator.views.explain import explain_entry, resolve_entry
 from curator.views.playbook import write_playbook
 from grimoire.context import Context
 
-__all__ = ["explain_entry", "forget_apply", "forget_plan", "install", "resolve_entry",
-           "run_cycle", "store_time"]
+__all__ = ["dream", "explain_entry", "forget_apply", "forget_plan", "install",
+           "resolve_entry", "run_cycle", "store_time"]
 
 
 def _learning(ctx: Context) -> dict[str, Any]:
@@ -63,6 +66,8 @@ def install(ctx: Context) -> None:
 
         install_llm_paths(ctx, ctx.extras["llm"])
     ctx.curator_hook = curator_hook
+    if ctx.config.dreams.enabled and not ctx.read_only:
+        ctx.dream_hook = dream
 
 
 def forget_plan(ctx: Context, citing: Sequence[str], forgotten: Collection[str]

@@ -63,6 +63,9 @@ class Context:
     post_write_hooks: list[PostWriteHook] = field(default_factory=list)
     distill_hook: DistillHook | None = None
     curator_hook: CuratorHook | None = None
+    # One bounded dream slot (curator.cycle.dream), when dreams.enabled: the daemon runs
+    # one on its learning thread while the heartbeat is idle between ticks.
+    dream_hook: CuratorHook | None = None
     # Steps the curator cycle runs after its phases, by name (the Clade exchange when
     # clade.uri is set): the parts above the curator that it must not import.
     cycle_hooks: list[tuple[str, CycleHook]] = field(default_factory=list)

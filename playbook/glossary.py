@@ -28,7 +28,9 @@ GLOSSARY: dict[str, str] = {
     "replicant": "a copy of this agent running a trial; its reports count as its own",
     "styx": "the shared knowledge service; a predecessor's death bundle comes through it",
     "lethe": "Styx's public commons; entries from there are trusted least",
-    "dream": "offline replay between ticks; what it proposes is untested until outcomes come",
+    "dream": "replay without a model while the heartbeat is idle: a rule re-judged on older "
+             "episodes it was not found on, and on what happened without the action it is "
+             "about; confirmed, it decays 2x slower (dreams.enabled, off by default)",
     "TCMF": "temporal-causal memory fusion: retrieval boosts items causally linked to the query",
     "Mattar-Daw": "replay choice by expected learning value (Mattar & Daw 2018)",
     "seed 00N": "the design documents Grimoire implements (000 TCMF … 004 the main spec)",

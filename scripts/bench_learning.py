@@ -1,6 +1,7 @@
 """Learning on the simulator: what reaches PLAYBOOK.md, and the distiller's cost per run.
 
 Usage: python scripts/bench_learning.py [--quick] [--ticks 2000] [--seeds 1 2 3]
+                                        [--set dreams.enabled=true]
                                         [--scenarios default null reversal] [--real-model]
                                         [--curator-every 50]
 
@@ -49,6 +50,7 @@ from benches.sim_oracle import (
     tenure_for,
 )
 
+from curator import api as curator_api
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
 from grimoire.feeds import SimFeed, load_scenario, shipped_scenarios
@@ -399,12 +401,17 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
         feed = SimFeed(load_scenario(scenario), seed)
         step = int((feed.tick_seconds_hint or 180.0) * 1000)
         runs: list[dict[str, Any]] = []
+        dreamt = {"validated": 0, "contradicted": 0}
         down_after = 0
         started = time.perf_counter()
         with Grimoire.open(config=config, clock=clock, embedder=embedder) as g:
             for tick in range(1, ticks + 1):
                 now = clock.advance(step)
                 summary = g.tick(now=now, feed_episodes=feed.poll(tick, now))
+                if config.dreams.enabled:  # the idle slot between two ticks, as the daemon
+                    slot = curator_api.dream(g.context)
+                    for key in ("validated", "contradicted"):
+                        dreamt[key] += int(slot.get(key, 0))
                 for d in summary.get("distilled", []):
                     runs.append(d)
                     if tick > reverse_at:
@@ -437,6 +444,7 @@ def run(scenario: str, seed: int, ticks: int, embedder: Embedder,
             "spurious": pb["spurious"], "first_line": pb["first"], "left": pb["left"],
             "ratio": pb["ratio"], "lines": pb["lines"],
             "spurious_lines": pb.get("spurious_lines", []), "reverses": bool(old),
+            "dreamt": dreamt,
             "worst": pb.get("worst", ""),
             "missing": sorted(set(planted) - pb["found"]),
             "oracle_rows": pb["tenure"].rows(oracle)}
@@ -554,7 +562,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         left = ("-" if not r["reverses"] else
                 "never" if r["left"] is None else f"{r['left']} ticks")
         print(f"{r['scenario']:16} {r['seed']:>4} {r['ticks']:>5} {recall:>6} "
-              f"{r['spurious']:>8} {r['lines']:>5} {first:>12} {left:>19} {r['ratio']:>11.2f}")
+              f"{r['spurious']:>8} {r['lines']:>5} {first:>12} {left:>19} {r['ratio']:>11.2f}"
+              + (f"  dreams: {r['dreamt']['validated']} validated, "
+                 f"{r['dreamt']['contradicted']} contradicted"
+                 if any(r["dreamt"].values()) else ""))
         if args.show:
             if r["missing"]:
                 print(f"    missing: {', '.join(r['missing'])}")

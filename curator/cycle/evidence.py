@@ -72,7 +72,7 @@ from grimoire.records import (
 )
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
-__all__ = ["cross_reference_causal", "link_change", "validate_predictions",
+__all__ = ["claim_of", "cross_reference_causal", "link_change", "validate_predictions",
            "vote_change"]
 
 
@@ -182,6 +182,13 @@ def _claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
     if parent is not None and parent.claim is not None:
         return _with_band_cut(parent.claim, parent), parent.id, parent.valid_from
     return None
+
+
+def claim_of(entry: GrimoireEntry, by_id: dict[str, GrimoireEntry],
+             ) -> tuple[Claim, str | None, int | None] | None:
+    """The claim ``entry`` is judged by, the insight it comes through (or None) and the
+    time it was learned up to (see ``_claim_of``): what the dreams replay too."""
+    return _claim_of(entry, by_id)
 
 
 def _with_band_cut(claim: Claim, owner: GrimoireEntry) -> Claim:

@@ -60,7 +60,8 @@ from curator.cycle.summaries import hierarchical_summaries, update_regions
 from grimoire.context import Context, CycleHook
 from grimoire.logs import get_logger
 
-__all__ = ["LAST_CYCLE_KEY", "PHASES", "curator_hook", "publish_playbook", "run_cycle"]
+__all__ = ["LAST_CYCLE_KEY", "PHASES", "curator_hook", "cycle_lock", "publish_playbook",
+           "run_cycle"]
 
 log = get_logger(__name__)
 
@@ -108,6 +109,11 @@ def _lock(ctx: Context) -> threading.Lock:
             lock = ctx.extras[_LOCK_KEY] = threading.Lock()
     assert isinstance(lock, type(_LOCK_GUARD))
     return lock
+
+
+def cycle_lock(ctx: Context) -> threading.Lock:
+    """The lock one cycle at a time holds (the dreams skip a slot while a cycle runs)."""
+    return _lock(ctx)
 
 
 def _save(ctx: Context, state: CycleState, summary: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ from grimoire.config.sections import (
     DaemonConfig,
     DecayConfig,
     DistillerConfig,
+    DreamConfig,
     EmbeddingConfig,
     EpisodesConfig,
     LLMConfig,
@@ -39,9 +40,9 @@ from grimoire.config.sections import (
 from grimoire.errors import ConfigError
 
 __all__ = ["AdmissionConfig", "CladeConfig", "Config", "CuratorConfig", "DaemonConfig",
-           "DecayConfig", "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
-           "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
-           "SuccessionConfig", "config_items", "load_config", "opt"]
+           "DecayConfig", "DistillerConfig", "DreamConfig", "EmbeddingConfig",
+           "EpisodesConfig", "LLMConfig", "PlaybookConfig", "PrivacyConfig", "QualityConfig",
+           "RetrievalConfig", "SuccessionConfig", "config_items", "load_config", "opt"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Config:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     clade: CladeConfig = field(default_factory=CladeConfig)
     succession: SuccessionConfig = field(default_factory=SuccessionConfig)
+    dreams: DreamConfig = field(default_factory=DreamConfig)
 
     @property
     def socket(self) -> Path:

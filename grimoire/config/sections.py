@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["AdmissionConfig", "CladeConfig", "CuratorConfig", "DaemonConfig", "DecayConfig",
-           "DistillerConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
+           "DistillerConfig", "DreamConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
            "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
            "SuccessionConfig", "opt"]
 
@@ -32,9 +32,6 @@ def opt(default: Any, help: str, *, positive: bool = False,
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class EmbeddingConfig:
     model: str = opt("all-MiniLM-L6-v2-int8", "embedding model: the bundled int8 ONNX MiniLM, "
                      "or a fastembed model name present on this machine")
@@ -45,9 +42,6 @@ class EmbeddingConfig:
                           positive=True)
     batch_size: int = opt(64, "texts per embedding batch", positive=True)
     threads: int = opt(2, "onnxruntime intra-op threads", positive=True)
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -93,9 +87,6 @@ class DecayConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class AdmissionConfig:
     weights: dict[str, float] = opt(
         {"future_utility": 0.25, "factual_confidence": 0.25, "semantic_novelty": 0.20,
@@ -128,9 +119,6 @@ class AdmissionConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class QualityConfig:
     weights: dict[str, float] = opt(
         {"specificity": 0.25, "actionability": 0.25, "novelty": 0.20, "verifiability": 0.15,
@@ -138,9 +126,6 @@ class QualityConfig:
         "weights of the five quality dimensions")
     red_flag_penalty: float = opt(0.1, "penalty per red flag")
     neutral_consistency: float = opt(0.5, "consistency score without an LLM")
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -204,9 +189,6 @@ class DistillerConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class CuratorConfig:
     every_ticks: int = opt(50, "curator cycle every this many ticks", positive=True)
     insight_promote: float = opt(0.6, "insight at or above: active")
@@ -264,9 +246,6 @@ class CuratorConfig:
     compact_min_fragments: int = opt(
         64, "the cycle compacts the episodic store when it has at least this many fragments (the "
         "store compacts itself every episodes.compact_every_appends flushes: a backstop)")
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -413,9 +392,6 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class EpisodesConfig:
     flush_rows: int = opt(256, "LanceDB append batch: rows buffered before a flush", positive=True)
     flush_ms: int = opt(1000, "LanceDB append batch: max age of buffered rows")
@@ -424,9 +400,6 @@ class EpisodesConfig:
     max_files: int = opt(
         24, "compact and keep only the newest version as soon as the LanceDB table holds this "
         "many data files or versions (counted at every flush: bounded whatever the clock speed)")
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -446,9 +419,6 @@ class DaemonConfig:
     write_queue: int = opt(10_000, "pending writes before BusyError", positive=True)
     max_ticks: int | None = opt(None, "stop after this many ticks (None = run until signalled)",
                                 positive=True)
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -473,15 +443,9 @@ class LLMConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class PlaybookConfig:
     path: str | None = opt(None, "PLAYBOOK.md path (None = <data_dir>/PLAYBOOK.md)")
     max_lines: int = opt(400, "PLAYBOOK.md never grows past this many lines", positive=True)
-
-
-@dataclass(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -513,11 +477,18 @@ class CladeConfig:
 
 
 @dataclass(frozen=True)
-
-
-@dataclass(frozen=True)
 class SuccessionConfig:
     lessons: int = opt(10, "a testament's lessons: this many of the costliest failures (the "
                        "largest losses, then critical incidents), each with the warnings it "
                        "produced; those warnings are the successor's bloodstains", positive=True)
 
+
+@dataclass(frozen=True)
+class DreamConfig:
+    enabled: bool = opt(False, "dream when the heartbeat is idle: replay older episodes "
+                        "against candidate and active rules (off by default: "
+                        "scripts/bench_learning.py measured no earlier first correct line)")
+    rules_per_slot: int = opt(8, "rules one idle slot replays at most (bounded work: a slot "
+                              "never delays a tick)", positive=True)
+    episodes_per_rule: int = opt(2000, "older episodes one rule is replayed on at most",
+                                 positive=True)

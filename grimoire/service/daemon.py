@@ -33,7 +33,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -176,6 +176,7 @@ class Daemon:
         # Distillations and curator cycles run on one learning thread beside the heartbeat.
         self._curator_executor = ThreadPoolExecutor(max_workers=1,
                                                     thread_name_prefix="learning")
+        self._dreaming: Future[None] | None = None
         g.context.extras[CURATOR_BACKGROUND] = self._curator_executor
         g.context.extras["daemon_status"] = self.stats
 
@@ -281,10 +282,33 @@ class Daemon:
             except Exception as exc:  # logged loudly; the daemon keeps serving and ticking
                 log.error("heartbeat.tick.failed", error=repr(exc), type=type(exc).__name__,
                           exc_info=exc)
+            self._maybe_dream()
             if max_ticks is not None and self.ticks_run >= max_ticks:
                 log.info("daemon.max_ticks.reached", ticks=self.ticks_run)
                 self._stop.set()
                 return
+
+    def _maybe_dream(self) -> None:
+        """While the heartbeat is idle until the next tick, one bounded dream slot on the
+        learning thread, when that thread has nothing else to do (no cycle running, the
+        last slot done). The tick thread never waits for it."""
+        ctx = self.g.context
+        if ctx.dream_hook is None or self.schedule.delay(self._monotonic()) <= 0:
+            return
+        running = ctx.extras.get("curator.running")
+        if (running is not None and not running.done()) or (
+                self._dreaming is not None and not self._dreaming.done()):
+            return
+        self._dreaming = self._curator_executor.submit(self._dream_slot)
+
+    def _dream_slot(self) -> None:
+        ctx = self.g.context
+        assert ctx.dream_hook is not None
+        try:
+            counts = ctx.dream_hook(ctx, ctx.now())
+            log.debug("dream.slot", **dict(counts))
+        except Exception as exc:  # a dream never stops the daemon
+            log.error("dream.failed", error=repr(exc), exc_info=exc)
 
     # -- running --------------------------------------------------------------------------
 

@@ -396,10 +396,12 @@ class EpisodeStore:
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
 
     def recent(self, n: int, *, strategy: str | None = None, since: int | None = None,
-               types: Sequence[EpisodeType | str] | None = None) -> list[Episode]:
-        """The ``n`` newest episodes by timestamp (append order breaks ties), newest last."""
+               types: Sequence[EpisodeType | str] | None = None,
+               until: int | None = None) -> list[Episode]:
+        """The ``n`` newest episodes by timestamp (append order breaks ties), newest last;
+        ``since`` inclusive, ``until`` exclusive."""
         n = check_k(n)
-        flt = EpisodeFilter(types=types, strategy=strategy, since_ms=since)
+        flt = EpisodeFilter(types=types, strategy=strategy, since_ms=since, until_ms=until)
         snap = self._index.snap
         positions = self._positions(snap, flt)
         if n == 0 or positions.size == 0:
