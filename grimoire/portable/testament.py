@@ -5,9 +5,9 @@ agent knows at its last moment, judged on every episode it wrote), then writes a
 bundle (``bundle``'s format and manifest: ``grimoire import`` reads it as any bundle) with
 two more files:
 
-    entries.jsonl    the active knowledge (every category), with each entry's claim and
-                     the insight a derived rule came from, plus the lessons' warnings
-                     whatever their status
+    entries.jsonl    the active knowledge (every category but the curator's L1/L2 episode
+                     summaries), with each entry's claim and the insight a derived rule
+                     came from, plus the lessons' warnings whatever their status
     causal.jsonl     the causal graph: every edge with its weight and evidence count
     triples.jsonl    the knowledge graph's active triples
     lessons.jsonl    the costliest failures, one per line, costliest first: the episode
@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from curator.cycle.transitions import SUMMARY_TAG
 from grimoire import __version__
 from grimoire.context import Context
 from grimoire.errors import ValidationError
@@ -174,7 +175,9 @@ def write_testament(ctx: Context, out: str | Path, *, origin: str | None = None,
     failures, figures = _scan(ctx, keep)
     produced = _produced(ctx, failures)
     lesson_ids = {w for ids in produced.values() for w in ids}
-    active = list(entry_items(ctx, 0.0, origin, statuses=(EntryStatus.ACTIVE,)))
+    # the curator's L1/L2 summaries describe episodes a successor never sees: not knowledge
+    active = [item for item in entry_items(ctx, 0.0, origin, statuses=(EntryStatus.ACTIVE,))
+              if SUMMARY_TAG not in item["tags"]]
     listed = {item["source_id"] for item in active}
     extra = [item for item in entry_items(ctx, 0.0, origin, categories=(Category.WARNING,),
                                           statuses=_LIVE)

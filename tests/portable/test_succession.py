@@ -75,7 +75,10 @@ def testament(tmp_path: Path, clock: FrozenClock) -> Path:
                    tags=("derived", "action:swap"), parent_entry_ids=(insight.id,))
         idle = put(g, content="a candidate nobody confirmed about bridges",
                    status=EntryStatus.CANDIDATE)
-        IDS.update(warning=warning.id, insight=insight.id, rule=rule.id, idle=idle.id)
+        summary = put(g, content="L1: six swaps lost money in high_vol this morning",
+                      tags=("summary", "l1"))
+        IDS.update(warning=warning.id, insight=insight.id, rule=rule.id, idle=idle.id,
+                   summary=summary.id)
         g.context.writer.call(lambda: g.context.semantic.upsert_edge(CausalEdge(
             cause_id=failures[0], effect_id=failures[1], kind=EdgeKind.EXPLICIT, weight=0.9,
             relationship="the first loss drained the pool", evidence_count=4), now=hour(3)))
@@ -93,7 +96,8 @@ def testament(tmp_path: Path, clock: FrozenClock) -> Path:
 def test_a_testament_holds_knowledge_graph_lessons_and_figures(testament: Path) -> None:
     t = read_testament(testament)  # verified: every file and item hash
     entries = _by_role(t.bundle.entries)
-    assert set(entries) == {"warning", "insight", "rule"}  # the idle candidate stays home
+    # the idle candidate and the episode summary stay home
+    assert set(entries) == {"warning", "insight", "rule"}
     assert entries["warning"]["claim"]["condition"] == {"action": "swap",
                                                         "regime": "high_vol"}
     assert entries["rule"]["parents"] == [IDS["insight"]]
