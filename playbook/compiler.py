@@ -352,6 +352,8 @@ def _line(row: _Row, shorts: Mapping[str, str], supports: Mapping[str, list[str]
         meta.append("insight" if entry.category is Category.INSIGHT else "causal link")
     if entry.is_bloodstain:
         meta.append("bloodstain")
+    if entry.dream_validated:
+        meta.append("dream-validated")
     meta += [
         f"conf {row.item.effective_confidence:.2f}",
         f"✓{entry.validated_count} ✗{entry.contradicted_count}",

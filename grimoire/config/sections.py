@@ -486,8 +486,11 @@ class SuccessionConfig:
 @dataclass(frozen=True)
 class DreamConfig:
     enabled: bool = opt(False, "dream when the heartbeat is idle: replay older episodes "
-                        "against candidate and active rules (off by default: "
-                        "scripts/bench_learning.py measured no earlier first correct line)")
+                        "against candidate and active rules (off by default: on "
+                        "scripts/bench_learning.py, default / reversal / slippage_evening seed "
+                        "1, the first correct line came at the same tick (1000 / 1000 / 1250) "
+                        "with no spurious line either way; dreams change decay, not what "
+                        "reaches PLAYBOOK.md first, and cost a slot of work per idle gap)")
     rules_per_slot: int = opt(8, "rules one idle slot replays at most (bounded work: a slot "
                               "never delays a tick)", positive=True)
     episodes_per_rule: int = opt(2000, "older episodes one rule is replayed on at most",

@@ -60,6 +60,10 @@ def test_a_rule_replayed_on_older_episodes_is_dream_validated(g: Grimoire,
     # The history before it is used up: the next slot has nothing older to replay.
     again = dream(g.context)
     assert again["exhausted"] == 1 and get(g, rule).strength == after.strength
+    g.curator_run()  # PLAYBOOK.md tells the owner
+    line = next(x for x in g.playbook_get()["markdown"].splitlines()
+                if f"`{rule[-6:]}" in x or "Avoid swap" in x)
+    assert "dream-validated" in line
 
 
 def test_a_counterfactual_that_does_not_hold_clears_the_dream_mark(
