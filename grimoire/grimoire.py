@@ -37,7 +37,7 @@ from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
 
-__all__ = ["Grimoire", "ReadOnlyWriter"]
+__all__ = ["Grimoire", "ReadOnlyWriter", "embedder_for", "make_data_dir"]
 
 log = get_logger(__name__)
 
@@ -59,6 +59,12 @@ def make_data_dir(data_dir: Path) -> None:
         raise ConfigError(f"data directory {data_dir} is not writable by this user "
                           f"(uid {os.getuid()}): fix its owner and permissions, or choose "
                           "another one (--data DIR)")
+
+
+def embedder_for(config: Config) -> Embedder:
+    """The embedding model the configuration names (loaded: its dimension is checked)."""
+    e = config.embedding
+    return make_embedder(e.model, e.model_dir, e.dim, e.threads, e.batch_size, e.max_tokens)
 
 
 def _lock_data_dir(data_dir: Path) -> IO[str]:
@@ -192,15 +198,13 @@ class Grimoire:
         clock = clock or SystemClock()
         if read_only:
             return cls._open_read_only(root, config, clock, embedder)
+        # The model first: a setting it refuses (embedding.dim, a model that cannot load)
+        # must leave no directory behind; then the directory, its lock, the stores.
+        emb = embedder or embedder_for(config)
         make_data_dir(root)
         lock = _lock_data_dir(root)
         opened: list[Any] = []
         try:
-            emb = embedder or make_embedder(
-                config.embedding.model, config.embedding.model_dir, config.embedding.dim,
-                config.embedding.threads, config.embedding.batch_size,
-                config.embedding.max_tokens,
-            )
             episodes = EpisodeStore.open(
                 root / "episodes", model_id=emb.model_id, dim=emb.dim,
                 config=config.episodes, clock=clock,
@@ -248,11 +252,7 @@ class Grimoire:
             raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
         opened: list[Any] = []
         try:
-            emb = embedder or make_embedder(
-                config.embedding.model, config.embedding.model_dir, config.embedding.dim,
-                config.embedding.threads, config.embedding.batch_size,
-                config.embedding.max_tokens,
-            )
+            emb = embedder or embedder_for(config)
             # The semantic store first: its checks (schema, embedding model) are the
             # cheapest and say the most; then the episodes' snapshot, then the graph.
             semantic = SemanticStore.open(root / "semantic.sqlite", model_id=emb.model_id,

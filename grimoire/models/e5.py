@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from grimoire.errors import EmbedderError, ValidationError
-from grimoire.models.embedders import Vectors
+from grimoire.models.embedders import Vectors, shaped
 
 __all__ = ["E5_MODEL_ID", "E5Embedder"]
 
@@ -50,10 +50,7 @@ class E5Embedder:
         self.dim = dim
         self.batch_size = batch_size
         self._lock = threading.Lock()
-        probe = self.embed(["probe"])
-        if probe.shape != (1, dim):
-            raise EmbedderError(f"{E5_MODEL_ID!r} gives {probe.shape[1]}-d vectors but "
-                                f"config says dim={dim}")
+        self.embed(["probe"])  # vectors that are not ``dim``-d are refused here
 
     def _run(self, texts: list[str], query: bool) -> Vectors:
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
@@ -71,7 +68,8 @@ class E5Embedder:
                                      for i in range(0, len(clipped), self.batch_size)])
         except Exception as exc:
             raise EmbedderError(f"embedding failed: {exc}") from exc
-        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+        return shaped(np.asarray(out, dtype=np.float32), len(texts), self.dim,
+                      self.model_id)
 
     def embed(self, texts: list[str]) -> Vectors:
         """Stored texts (``passage:``)."""

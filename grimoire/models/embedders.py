@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from grimoire.errors import EmbedderError, ValidationError
+from grimoire.errors import ConfigError, EmbedderError, ValidationError
 from grimoire.runtime.memory import release_free_memory
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "count_tokens",
     "embed_one",
     "release_free_memory",
+    "shaped",
 ]
 
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -75,6 +76,16 @@ def count_tokens(embedder: Embedder, text: str) -> int:
     if callable(counter):
         return int(counter(text))
     return max(1, int(len(_WORD.findall(text.lower())) * 1.3))
+
+
+def shaped(rows: Vectors, n: int, dim: int, model_id: str) -> Vectors:
+    """``rows`` as an ``(n, dim)`` array, or a configuration error naming both dimensions
+    (``embedding.dim`` must be the model's own: a reshape would only say it cannot)."""
+    if rows.size != n * dim or (rows.ndim == 2 and rows.shape[1] != dim):
+        got = rows.shape[-1] if rows.ndim >= 2 else (rows.size // max(n, 1))
+        raise ConfigError(f"embedding.dim: model {model_id!r} gives {got}-d vectors but the "
+                          f"configuration says dim={dim}; set embedding.dim: {got}")
+    return rows.reshape(n, dim)
 
 
 def _check_texts(texts: list[str]) -> None:
@@ -170,11 +181,7 @@ class FastEmbedEmbedder:
         except Exception as exc:  # fastembed raises ValueError, OSError, onnxruntime errors
             raise EmbedderError(f"cannot load embedding model {model!r}: {exc}") from exc
         self._truncate_at(max_tokens)
-        probe = self.embed(["probe"])
-        if probe.shape != (1, dim):
-            raise EmbedderError(
-                f"model {model!r} gives {probe.shape[1]}-d vectors but config says dim={dim}"
-            )
+        self.embed(["probe"])  # a model whose vectors are not ``dim``-d is refused here
 
     def _load_bundled(self, text_embedding: Any) -> Any:
         from fastembed.common.model_description import ModelSource, PoolingType
@@ -286,7 +293,7 @@ class FastEmbedEmbedder:
             raise EmbedderError(f"embedding failed: {exc}") from exc
         if len(texts) >= _TRIM_AFTER_TEXTS:
             release_free_memory()
-        out = np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+        out = shaped(np.asarray(rows, dtype=np.float32), len(texts), self.dim, self.model_id)
         if order is not None:
             restored = np.empty_like(out)
             restored[order] = out

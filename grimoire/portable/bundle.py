@@ -178,6 +178,7 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
 
 @dataclass(frozen=True)
 class Bundle:
+    root: Path
     origin: str
     manifest: dict[str, Any]
     entries: list[dict[str, Any]]
@@ -218,4 +219,4 @@ def read_bundle(path: str | Path) -> Bundle:
     origin = manifest.get("origin")
     if not isinstance(origin, str) or not origin:
         raise ValidationError(f"{root}: manifest has no origin", field="bundle")
-    return Bundle(origin, manifest, entries, causal, triples)
+    return Bundle(root, origin, manifest, entries, causal, triples)

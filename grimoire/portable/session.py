@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grimoire.config import Config
+from grimoire.portable.bundle import Bundle, read_bundle
 
 __all__ = ["daemon_answers", "export_store", "import_bundle", "run_on_store"]
 
@@ -41,14 +42,15 @@ def export_store(ctx: Any, out: str, min_confidence: float = 0.3) -> dict[str, A
     return export_bundle(ctx, out, min_confidence=min_confidence)
 
 
-def import_bundle(ctx: Any, bundle: str, provenance: str) -> dict[str, Any]:
-    """Verify the whole bundle, then import it (see ``transfer``)."""
-    from grimoire.portable.bundle import read_bundle
+def import_bundle(ctx: Any, bundle: str | Bundle, provenance: str) -> dict[str, Any]:
+    """Verify the whole bundle (unless given one ``read_bundle`` verified), then import it
+    (see ``transfer``)."""
     from grimoire.portable.transfer import import_items
 
-    b = read_bundle(bundle)
+    b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
+    source = b.root if isinstance(bundle, Bundle) else bundle
     return import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
-                        provenance=provenance, origin=b.origin, source=str(bundle))
+                        provenance=provenance, origin=b.origin, source=str(source))
 
 
 def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +64,10 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
         return result
     from grimoire import Grimoire
 
+    if op == "import":
+        # The whole bundle is verified before the store is opened: a tampered or truncated
+        # bundle leaves no empty store (nor any directory) behind.
+        params = {**params, "bundle": read_bundle(params["bundle"])}
     read_only = op in _READS
     with Grimoire.open(config=config, read_only=read_only) as g:
         if op == "export":

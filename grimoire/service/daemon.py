@@ -41,7 +41,7 @@ from typing import Any
 from grimoire.clock import SystemClock
 from grimoire.config import Config
 from grimoire.feeds import Feed, JsonlFeed, make_feed
-from grimoire.grimoire import Grimoire
+from grimoire.grimoire import Grimoire, embedder_for
 from grimoire.logs import get_logger
 from grimoire.models.llm import make_llm
 from grimoire.runtime.memory import (
@@ -50,7 +50,7 @@ from grimoire.runtime.memory import (
     release_free_memory,
     use_system_arrow_pool,
 )
-from grimoire.service.datadir import check_feed_kind
+from grimoire.service.datadir import record_feed_kind, refuse_mixed
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
 from grimoire.service.systemd import Notifier
@@ -440,8 +440,17 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     use_system_arrow_pool()
     given = config.data_dir
     config = resolve_paths(config)
-    # Simulated and real memory never share a directory (checked before any store opens).
-    marker = check_feed_kind(Path(config.data_dir), config.daemon.feed, config.daemon.scenario)
+    # Every setting is tried before anything is created: a bad feed, a refused mix of
+    # simulated and real memory, an LLM setting or an embedding model that cannot load
+    # leave no directory and no marker behind.
+    d, data_dir = config.daemon, Path(config.data_dir)
+    make_feed(d.feed, scenario=d.scenario, seed=d.seed).close()
+    refuse_mixed(data_dir, d.feed)
+    # The only place that reads the environment for the LLM (its API key); None = no LLM.
+    llm = make_llm(config.llm, os.environ)
+    embedder = embedder_for(config)
+    # Simulated and real memory never share a directory (recorded before any store opens).
+    marker = record_feed_kind(data_dir, d.feed, d.scenario)
     signals = StopSignals()
     signals.install()
     log.info("daemon.starting", pid=os.getpid(), data_dir=config.data_dir,
@@ -450,9 +459,7 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)
-    # The only place that reads the environment for the LLM (its API key); None = no LLM.
-    llm = make_llm(config.llm, os.environ)
-    g = Grimoire.open(config=config, clock=clock, llm=llm)
+    g = Grimoire.open(config=config, clock=clock, embedder=embedder, llm=llm)
     try:
         if isinstance(clock, AcceleratedClock):
             # Never let accelerated time run backwards across restarts (or a kill -9).
