@@ -108,11 +108,25 @@ def register_run(sub: Sub) -> None:
 
 
 def register_status(sub: Sub) -> None:
-    for name, help_text in [("status", "counts, health metrics, the last curator cycle"),
-                            ("health", "is the daemon alive")]:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        common(p)
-        p.set_defaults(handler=method_command(lambda a: (a.command, {})))
+    p = sub.add_parser("status", help="counts, health metrics, the last curator cycle",
+                       description="counts, health metrics, the last curator cycle")
+    common(p)
+    p.set_defaults(handler=method_command(lambda a: (a.command, {})))
+    p = sub.add_parser(
+        "health", help="is the daemon alive (exit 0 yes, 3 no daemon running)",
+        description="Ask the daemon serving the data directory whether it is alive. With "
+        "no daemon running it says so, and what the directory holds on disk.",
+        epilog="exit codes: 0 the daemon answered; 1 something answers on the socket but "
+        "not as a daemon should (an error, a timeout); 2 bad configuration or arguments; "
+        "3 no daemon is running (no socket, or a stale one)")
+    common(p)
+
+    def health(args: argparse.Namespace) -> int:
+        from grimoire.cli.probe import health
+
+        return health(load(args), args.json)
+
+    p.set_defaults(handler=health)
 
 
 def register_write(sub: Sub) -> None:
