@@ -78,6 +78,14 @@ class Context:
     # Opened with Grimoire.open(read_only=True): the stores refuse writes, and work that
     # only writes on the side of a read (retrieve's log and mention indexing) is skipped.
     read_only: bool = False
+    # The data directory's FEED.json as read at open (grimoire.stores.marker): simulated or
+    # real memory; None when no daemon ever marked it.
+    memory: dict[str, Any] | None = None
 
     def now(self) -> int:
         return int(self.clock())
+
+    @property
+    def simulated(self) -> bool:
+        """The memory comes from the market simulator: its times are simulated time."""
+        return self.memory is not None and self.memory.get("kind") == "simulated"

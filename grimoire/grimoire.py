@@ -35,6 +35,7 @@ from grimoire.runtime.memory import release_free_memory
 from grimoire.runtime.writer import Writer
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
+from grimoire.stores.marker import read_marker
 from grimoire.stores.semantic.store import SemanticStore
 
 __all__ = ["Grimoire", "ReadOnlyWriter", "embedder_for", "make_data_dir"]
@@ -202,6 +203,7 @@ class Grimoire:
         # must leave no directory behind; then the directory, its lock, the stores.
         emb = embedder or embedder_for(config)
         make_data_dir(root)
+        memory = read_marker(root)  # simulated or real (a damaged marker: a clear error)
         lock = _lock_data_dir(root)
         opened: list[Any] = []
         try:
@@ -229,6 +231,7 @@ class Grimoire:
                              name="grimoire-embed"),
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
+        ctx.memory = memory
         if llm is not None:
             ctx.extras["llm"] = llm
         _wire(ctx)
@@ -250,6 +253,7 @@ class Grimoire:
                         embedder: Embedder | None) -> Grimoire:
         if not (root / "semantic.sqlite").is_file():
             raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
+        memory = read_marker(root)
         opened: list[Any] = []
         try:
             emb = embedder or embedder_for(config)
@@ -274,6 +278,7 @@ class Grimoire:
             read_only=True,
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
+        ctx.memory = memory
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
                  episodes=episodes.count(), tick=ctx.tick, read_only=True)

@@ -15,13 +15,16 @@ never queues behind the daemon's writer thread:
    before the version was read. A row in both is deduplicated by the store's
    recovery on open. Episodes go last, so every episode the semantic or graph
    copies refer to is in the snapshot;
-4. PLAYBOOK.md and the config file (when one is given);
+4. PLAYBOOK.md, the config file (when one is given) and ``FEED.json`` (simulated or real
+   memory: the restored copy stays what the source was; the manifest's ``memory`` says it);
 5. ``manifest.json`` last, with versions, row counts and the sha256 and size of
    every file. Everything is written to ``DEST.partial`` and renamed to ``DEST``.
 
 Restore verifies the manifest against every file and refuses a mismatch or a
 partial copy before writing anything; it copies to a temporary sibling of the
-target and renames it into place, so the target is never half restored.
+target and renames it into place, so the target is never half restored. The target must
+be absent or empty, so a restore never mixes simulated and real memory; the marker it
+brings makes a later ``grimoire run`` of the other kind refuse the directory.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from grimoire.portable.manifest import (
     verify,
     write_json_atomic,
 )
+from grimoire.stores.marker import MARKER, read_marker
 
 __all__ = ["FORMAT_VERSION", "backup", "restore"]
 
@@ -190,12 +194,17 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
             shutil.copy2(book, partial / _PLAYBOOK)
         if config_file is not None:
             shutil.copy2(config_file, partial / _CONFIG)
+        # Simulated or real: the restored copy is what the source was (a restored demo
+        # must not be taken for real memory, nor let a real feed run on it).
+        marker = read_marker(root)
+        if marker is not None:
+            shutil.copy2(root / MARKER, partial / MARKER)
         fsync_tree(partial)
         files = file_table(partial)
         manifest = {
             "kind": KIND, "format_version": FORMAT_VERSION, "grimoire_version": __version__,
             "created_at_ms": int(time.time() * 1000), "source": str(root.resolve()),
-            "stores": stores, "files": files,
+            "memory": marker["kind"] if marker else None, "stores": stores, "files": files,
         }
         write_json_atomic(partial / MANIFEST, manifest)
         os.replace(partial, out)
@@ -231,5 +240,6 @@ def restore(src: str | Path, data_dir: str | Path) -> dict[str, Any]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {"dir": str(target), "files": len(manifest["files"]),
-            "stores": manifest.get("stores", {}), "source": manifest.get("source"),
+            "memory": manifest.get("memory"), "stores": manifest.get("stores", {}),
+            "source": manifest.get("source"),
             "config": str(source / _CONFIG) if (source / _CONFIG).exists() else None}

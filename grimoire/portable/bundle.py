@@ -16,6 +16,10 @@ A bundle is a directory (format version 1)::
                      subject, predicate, object, valid_from, confidence, evidence_count, hash
     PLAYBOOK.md      the exporter's playbook, for the owner to read (never imported)
 
+The manifest's ``memory`` is the exporter's ``FEED.json`` kind (``simulated``, ``real``, or
+null for an unmarked directory): an import refuses to mix simulated and real memory
+unless asked, and marks a fresh directory with the bundle's kind.
+
 ``hash`` is the sha256 of the item's canonical JSON without the hash: the importer
 skips an item whose hash it has already imported, so importing twice adds nothing.
 ``read_bundle`` verifies the manifest (every hash and size, no missing or extra
@@ -165,6 +169,7 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
             "kind": KIND, "format_version": FORMAT_VERSION, "grimoire_version": __version__,
             "origin": origin, "created_at_ms": ctx.now(), "min_confidence": min_confidence,
             "embedding_model": ctx.embedder.model_id, "counts": counts,
+            "memory": ctx.memory["kind"] if ctx.memory else None,
             "files": file_table(partial),
         })
         os.replace(partial, target)
@@ -184,6 +189,12 @@ class Bundle:
     entries: list[dict[str, Any]]
     causal: list[dict[str, Any]]
     triples: list[dict[str, Any]]
+
+    @property
+    def memory(self) -> str:
+        """``simulated`` or ``real``: what the exporter's directory held (a bundle from an
+        unmarked directory, or from before bundles said it, counts as real)."""
+        return "simulated" if self.manifest.get("memory") == "simulated" else "real"
 
 
 def read_items(path: Path) -> list[dict[str, Any]]:

@@ -55,11 +55,16 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     p = sub.add_parser("import", help="import a bundle through the admission gate",
                        description="Import a bundle: every item through the admission gate "
                        "at the provenance's discounted confidence; importing twice adds "
-                       "nothing; a tampered bundle is refused whole.")
+                       "nothing; a tampered bundle is refused whole. Simulated and real "
+                       "memory are not mixed unless asked (--allow-mixed); a fresh DIR "
+                       "becomes what the bundle was exported from.")
     common(p)
     p.add_argument("bundle", help="bundle directory")
     p.add_argument("--provenance", required=True, choices=("predecessor", "clade", "lethe"),
                    help="where the bundle comes from")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="import a bundle of simulated memory into real memory or the other "
+                   "way round (refused otherwise; FEED.json records the mix)")
     p = sub.add_parser("testament", help="the death reflection: a testament a successor "
                        "starts from", description="Run a final curator cycle, then write OUT: "
                        "a verified bundle of the active knowledge, the causal graph with its "
@@ -147,7 +152,8 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         return 0
     if c == "import":
         _print(run_on_store(config, "import", {"bundle": args.bundle,
-                                               "provenance": args.provenance}))
+                                               "provenance": args.provenance,
+                                               "allow_mixed": args.allow_mixed}))
         return 0
     if c == "testament":
         _print(run_on_store(config, "testament", {"out": args.out}))

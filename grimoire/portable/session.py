@@ -49,8 +49,9 @@ def import_bundle(ctx: Any, bundle: str | Bundle, provenance: str) -> dict[str, 
 
     b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
     source = b.root if isinstance(bundle, Bundle) else bundle
-    return import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
-                        provenance=provenance, origin=b.origin, source=str(source))
+    summary = import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
+                           provenance=provenance, origin=b.origin, source=str(source))
+    return {**summary, "memory": b.memory}
 
 
 def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -64,12 +65,25 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
         return result
     from grimoire import Grimoire
 
+    embedder = None
     if op == "import":
-        # The whole bundle is verified before the store is opened: a tampered or truncated
-        # bundle leaves no empty store (nor any directory) behind.
-        params = {**params, "bundle": read_bundle(params["bundle"])}
+        # The whole bundle is verified, the simulated/real rule checked and the model
+        # loaded before the store is opened: a tampered bundle, a refused mix or a bad
+        # setting leaves no empty store (nor any directory) behind.
+        from grimoire.grimoire import embedder_for, make_data_dir
+        from grimoire.service.datadir import import_marker, write_marker
+
+        bundle = read_bundle(params["bundle"])
+        root = Path(config.data_dir)
+        marker = import_marker(root, bundle.memory, f"bundle {bundle.root} (origin "
+                               f"{bundle.origin})", bool(params.get("allow_mixed")))
+        embedder = embedder_for(config)
+        if marker is not None:
+            make_data_dir(root)
+            write_marker(root, marker)
+        params = {"bundle": bundle, "provenance": params["provenance"]}
     read_only = op in _READS
-    with Grimoire.open(config=config, read_only=read_only) as g:
+    with Grimoire.open(config=config, read_only=read_only, embedder=embedder) as g:
         if op == "export":
             return export_store(g.context, **params)
         if op == "import":

@@ -9,6 +9,11 @@ up in the agent's real memory. The check runs before any store is opened, in two
 ``refuse_mixed`` only reads (before the settings that may still fail are tried), and
 ``record_feed_kind`` creates the directory and writes the marker once nothing can fail
 any more. The file itself is read by ``grimoire.stores.marker``.
+
+An import (``grimoire import``) follows the same rule with the bundle's kind
+(``import_marker``): a fresh directory takes the bundle's kind; a directory of the other
+kind (an unmarked store counts as real) is refused unless the owner asks for the mix,
+which its marker then records under ``mixed_in``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from grimoire.grimoire import make_data_dir
 from grimoire.stores.marker import MARKER, read_marker
 from playbook import write_atomic
 
-__all__ = ["MARKER", "check_feed_kind", "feed_kind", "record_feed_kind", "refuse_mixed"]
+__all__ = ["MARKER", "check_feed_kind", "feed_kind", "import_marker", "record_feed_kind",
+           "refuse_mixed", "write_marker"]
 
 
 def feed_kind(feed: str) -> str:
@@ -61,8 +67,7 @@ def record_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[st
     if found is not None:
         return found
     kind = feed_kind(feed)
-    record = {"kind": kind, "feed": feed, "since": datetime.now(UTC).isoformat(
-        timespec="seconds")}
+    record = {"kind": kind, "feed": feed, "since": _now_iso()}
     if scenario and kind == "simulated":
         record["scenario"] = scenario
     write_marker(data_dir, record)
@@ -73,3 +78,31 @@ def check_feed_kind(data_dir: Path, feed: str, scenario: str | None) -> dict[str
     """Refuse a run whose feed is of the other kind than the directory's; record it first."""
     refuse_mixed(data_dir, feed)
     return record_feed_kind(data_dir, feed, scenario)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def import_marker(data_dir: Path, kind: str, source: str, allow_mixed: bool
+                  ) -> dict[str, Any] | None:
+    """The marker ``data_dir`` should carry after importing ``kind`` memory from ``source``
+    (None: leave it as it is). Refuses a mix of simulated and real memory unless
+    ``allow_mixed``. Reads only: the caller writes it (``write_marker``) once the import
+    can no longer fail on a setting."""
+    found = read_marker(data_dir)
+    if found is None and not (data_dir / "semantic.sqlite").exists():
+        return {"kind": kind, "feed": "import", "since": _now_iso(), "source": source}
+    have = found["kind"] if found is not None else "real"
+    if have == kind:
+        return None
+    if not allow_mixed:
+        raise ConfigError(
+            f"{data_dir} holds {have} memory and {source} was exported from {kind} memory: "
+            "Grimoire never mixes the two unless asked. Import it into a directory of its "
+            "own (--data NEWDIR), or pass --allow-mixed to mix it in anyway (the directory's "
+            f"{MARKER} then records it)")
+    if found is None:
+        return None
+    mixed = [*found.get("mixed_in", []), {"kind": kind, "source": source, "at": _now_iso()}]
+    return {**found, "mixed_in": mixed}
