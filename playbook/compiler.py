@@ -97,6 +97,14 @@ class _Row:
         return (-self.item.rank_score, self.entry.id)
 
 
+# Said at the top of a PLAYBOOK.md compiled from simulated memory (FEED.json kind simulated).
+SIMULATED_NOTE = [
+    "**Simulated memory.** Everything below was learned from Grimoire's built-in market",
+    "simulator (`grimoire run --feed sim`), not from an agent's real episodes, and its",
+    "times are simulated time (the simulator's clock runs ahead of the wall clock).",
+]
+
+
 def iso_utc(ms: int) -> str:
     """Unix milliseconds → ``2026-01-01T00:00:00Z`` (integer arithmetic, no float rounding)."""
     moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
@@ -111,10 +119,11 @@ def compile_playbook(
     counts: Mapping[str, int],
     max_lines: int,
     rule: ConfidenceRule | None = None,
+    simulated: bool = False,
 ) -> str:
     """PLAYBOOK.md's text (``compile_listing`` without the list of what it shows)."""
     return compile_listing(entries, tick=tick, generated_at=generated_at, counts=counts,
-                           max_lines=max_lines, rule=rule)[0]
+                           max_lines=max_lines, rule=rule, simulated=simulated)[0]
 
 
 def compile_listing(
@@ -125,6 +134,7 @@ def compile_listing(
     counts: Mapping[str, int],
     max_lines: int,
     rule: ConfidenceRule | None = None,
+    simulated: bool = False,
 ) -> tuple[str, list[PlaybookItem]]:
     """Render PLAYBOOK.md, and say which of ``entries`` it shows (in the file's rank order).
 
@@ -138,7 +148,9 @@ def compile_listing(
     ``{"entries_total": 532}``). When the rules do not fit, the entries with
     the lowest effective confidence × quality are left out, and the file says
     how many. ``rule``: the confidence rule's numbers the preamble states (default: the
-    shipped configuration's).
+    shipped configuration's). ``simulated``: the memory comes from the market simulator
+    (its data directory's ``FEED.json``): the file says so at its top and in its front
+    matter, and prints its time as simulated time, not as real UTC.
     """
     _check_int(tick, "tick")
     _check_int(generated_at, "generated_at")
@@ -162,7 +174,7 @@ def compile_listing(
     ranked = rules + support
     shorts = short_ids(i.entry.id for i in items)
     header = _Header(tick, generated_at, store_counts, max_lines, len(ranked), skipped,
-                     rule or ConfidenceRule())
+                     rule or ConfidenceRule(), simulated)
 
     # Each entry's sentence is built once; renders below only lay lines out.
     texts = {row.entry.id: _entry_text(row.entry) for row in ranked}
@@ -199,6 +211,7 @@ class _Header:
     offered: int
     skipped: int
     rule: ConfidenceRule
+    simulated: bool = False
 
 
 def _row(item: PlaybookItem) -> _Row:
@@ -235,10 +248,12 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
     blocks: list[list[str]] = [
         _front_matter(header, counts, left_out),
         ["# PLAYBOOK"],
+        *([SIMULATED_NOTE] if header.simulated else []),
         *preamble,
         [_left_out_note(header, len(kept), left_out)],
     ]
-    head = 2 + len(preamble)  # where the header's explanations end
+    # where the header's explanations end
+    head = 2 + (1 if header.simulated else 0) + len(preamble)
     sections: dict[tuple[int, str], dict[Category | str, list[_Row]]] = {(0, ""): {}}
     for row in kept:
         sections.setdefault(row.section, {}).setdefault(row.kind, []).append(row)
@@ -276,6 +291,7 @@ def _front_matter(header: _Header, counts: Mapping[str, int], left_out: int) -> 
         f"playbook_format: {FORMAT_VERSION}",
         f"tick: {header.tick}",
         f'generated_at: "{iso_utc(header.generated_at)}"',
+        *(["memory: simulated"] if header.simulated else []),
         "included:",
         *(f"  {key}: {counts[key]}" for key in ("warnings", "heuristics", "insights",
                                                    "causal_links", "told_or_inherited")),
@@ -292,7 +308,8 @@ def _front_matter(header: _Header, counts: Mapping[str, int], left_out: int) -> 
 
 
 def _preamble(header: _Header) -> list[list[str]]:
-    when = iso_utc(header.generated_at).replace("T", " ").replace("Z", " UTC")
+    when = iso_utc(header.generated_at).replace("T", " ").replace(
+        "Z", " simulated time" if header.simulated else " UTC")
     return [
         [
             "This file is what your agent's memory holds, written by Grimoire's curator at",

@@ -95,7 +95,8 @@ def _compile(ctx: Context, now: int, tick: int, counts: dict[str, int] | None,
                           cfg.max_confidence)
     text, shown = compile_listing(items, tick=tick, generated_at=now,
                                   counts=playbook_counts(ctx) if counts is None else counts,
-                                  max_lines=ctx.config.playbook.max_lines, rule=rule)
+                                  max_lines=ctx.config.playbook.max_lines, rule=rule,
+                                  simulated=ctx.simulated)
     return text, entries, shown
 
 

@@ -50,9 +50,20 @@ def _status(r: Mapping[str, Any]) -> str:
               or "none"),
            f"graph     {gr.get('triples', 0)} facts ({gr.get('open', 0)} open), "
            f"{gr.get('subjects', 0)} subjects"]
+    memory = r.get("memory")
+    simulated = isinstance(memory, Mapping) and memory.get("kind") == "simulated"
+    if isinstance(memory, Mapping):
+        mixed = memory.get("mixed_in") or []
+        out.append(f"memory    {memory.get('kind')} (feed {memory.get('feed')}, since "
+                   f"{memory.get('since')})"
+                   + (": the market simulator's, its times are simulated time"
+                      if simulated else "")
+                   + (f"; {len(mixed)} import(s) of the other kind mixed in" if mixed else ""))
     cycle = r.get("last_curator_cycle")
     if isinstance(cycle, Mapping):
-        out.append(f"curator   cycle {cycle.get('cycle')} at {_when(cycle.get('now'))}: "
+        when = (_when(cycle.get("now")).rstrip("Z") + " simulated time" if simulated
+                else _when(cycle.get("now")))
+        out.append(f"curator   cycle {cycle.get('cycle')} at {when}: "
                    f"{cycle.get('entries_promoted', 0)} promoted, "
                    f"{cycle.get('entries_pruned', 0)} retired")
     else:

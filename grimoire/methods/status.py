@@ -37,6 +37,9 @@ def status(ctx: Context) -> dict[str, Any]:
     return {
         "version": __version__,
         "data_dir": str(ctx.data_dir),
+        # FEED.json: simulated or real memory (None: no daemon marked it); with simulated
+        # memory every time here is simulated time, not the wall clock's.
+        "memory": ctx.memory,
         "tick": ctx.tick,
         "embedding": {"model": ctx.embedder.model_id, "dim": ctx.embedder.dim},
         "episodes": ctx.episodes.stats(),

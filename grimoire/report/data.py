@@ -96,6 +96,7 @@ class ReportData:
     graph: dict[str, int]
     causal: CausalSummary
     counts: dict[str, Any] = field(default_factory=dict)
+    simulated: bool = False  # FEED.json: the market simulator's memory, in simulated time
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -210,7 +211,8 @@ def collect(ctx: Context, *, now: int | None = None, max_edges: int = 20_000) ->
         causal=_causal(ctx, max_edges),
         counts={"episodes": ctx.episodes.count(), "entries": counts.total,
                 "entries_by_status": dict(counts.by_status),
-                "causal_edges": counts.causal_edges})
+                "causal_edges": counts.causal_edges},
+        simulated=ctx.simulated)
 
 
 def still_listed(rules: Iterable[RuleHistory]) -> list[RuleHistory]:

@@ -28,6 +28,7 @@ h1{margin-bottom:0}h2{margin-top:2em;border-bottom:1px solid #e5e7eb;padding-bot
 th,td{border-bottom:1px solid #eee;padding:4px 6px;text-align:left;vertical-align:middle}
 td.num{white-space:nowrap}
 th{background:#f9fafb}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.sim{background:#fff4d6;border:1px solid #e0b84f;padding:.4em .6em}
 .note{color:#6b7280;font-size:.9em}svg.chart{max-width:100%;height:auto;display:block;
 margin:8px 0}code{font-size:.9em}
 """
@@ -43,8 +44,11 @@ def _date(day: float) -> str:
     return datetime.fromtimestamp(int(day) * 86_400, tz=UTC).strftime("%Y-%m-%d")
 
 
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _when(ms: int, simulated: bool = False) -> str:
+    """A time of the memory: UTC, or simulated time when the memory is simulated (the
+    simulator's clock runs ahead of the wall clock: never printed as a real UTC time)."""
+    text = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
+    return f"{text} {'simulated time' if simulated else 'UTC'}"
 
 
 def _duration(ms: float) -> str:
@@ -119,12 +123,12 @@ def _rule_row(rule: RuleHistory, data: ReportData, short: _Shorts) -> list[str]:
     times = dict(data.cycles)
     first, last = rule.points[0], rule.points[-1]
     left = ("still listed" if rule.left_cycle is None
-            else f"cycle {rule.left_cycle} ({_when(times[rule.left_cycle])})")
+            else f"cycle {rule.left_cycle} ({_when(times[rule.left_cycle], data.simulated)})")
     if rule.relisted:
         left += f"; came back {rule.relisted}×"
     return [f"<code>{escape(short[rule.entry_id])}</code>", escape(rule.category),
             escape(rule.content[:160] + ("…" if len(rule.content) > 160 else "")),
-            escape(rule.status), f"cycle {first.cycle} ({escape(_when(first.at))})",
+            escape(rule.status), f"cycle {first.cycle} ({escape(_when(first.at, data.simulated))})",
             escape(left), f"{first.validated} → {last.validated}",
             f"{first.contradicted} → {last.contradicted}",
             sparkline([p.confidence for p in rule.points],
@@ -204,17 +208,26 @@ def render_page(data: ReportData) -> str:
     counts = data.counts
     by_status = counts.get("entries_by_status", {})
     head = (f"<h1>Grimoire report</h1><p class=\"sub\">{escape(data.data_dir)} · generated "
-            f"{escape(_when(data.generated_at))} · {len(data.cycles)} curator cycles recorded"
+            f"{escape(_when(data.generated_at))} (wall clock) · {len(data.cycles)} curator "
+            "cycles recorded"
             "</p>" + _cards([
                 ("episodes", f"{counts.get('episodes', 0):,}"),
                 ("knowledge entries", f"{counts.get('entries', 0):,}"),
                 ("active", f"{by_status.get('active', 0):,}"),
                 ("candidates", f"{by_status.get('candidate', 0):,}"),
                 ("causal edges", f"{counts.get('causal_edges', 0):,}")]))
+    times = ("Times of the memory are simulated time (the simulator's clock, ahead of the "
+             "wall clock); days are the simulator's days of the episodes' own timestamps."
+             if data.simulated else
+             "Times are UTC; days are UTC days of the episodes' own timestamps.")
     nav = ('<p class="note">Sections: <a href="#learned">learned over time</a> · '
            '<a href="#episodes">episodes</a> · <a href="#retrieval">retrieval</a> · '
            '<a href="#graph">knowledge graph</a> · <a href="#causal">causal links</a>. '
-           "Times are UTC; days are UTC days of the episodes' own timestamps.</p>")
+           f"{times}</p>")
+    if data.simulated:
+        nav = ('<p class="sim"><strong>Simulated memory.</strong> Everything here was learned '
+               "from Grimoire's built-in market simulator (<code>grimoire run --feed sim"
+               "</code>), not from an agent's real episodes.</p>") + nav
     short = _Shorts(short_ids([*(r.entry_id for r in data.rules),
                                *(link[0] for link in data.causal.links)]))
     body = head + nav + _learned(data, short) + _episodes(data) + _retrieval(data) \
