@@ -48,6 +48,13 @@ def call(config: Config, method: str, params: dict[str, Any]) -> Any:
     if daemon_listening(config.socket):
         with Client(config.socket) as client:
             return client.call(method, params)
+    # Right after the README's demo the memory is in data/demo, not in the default
+    # directory: say so, rather than that the curator has not run yet.
+    from grimoire.cli.probe import demo_hint
+
+    hint = demo_hint(config, Config().data_dir)
+    if hint is not None:
+        raise ProtocolError(f"no daemon answers on {config.socket}, and {hint}")
     spec = METHODS.get(method)
     if spec is not None and spec.mutates and not (method == "forget"
                                                   and params.get("dry_run") is True):

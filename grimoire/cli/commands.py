@@ -226,13 +226,13 @@ def register_owner(sub: Sub) -> None:
 
     def playbook(args: argparse.Namespace) -> int:
         from grimoire.cli.access import daemon_listening
+        from grimoire.cli.probe import no_playbook
 
         config = load(args)
         if not args.json and not daemon_listening(config.socket):
             path = config.playbook_path
             if not path.exists():
-                raise ValidationError(f"no daemon is running and {path} does not exist yet; "
-                                      "the curator writes it on its first cycle")
+                raise ValidationError(no_playbook(config))
             emit(path.read_text(encoding="utf-8").rstrip("\n"))
             return 0
         return method_command(lambda a: ("playbook.get", {}))(args)

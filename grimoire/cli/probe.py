@@ -23,7 +23,7 @@ from typing import Any
 from grimoire.config import Config
 from grimoire.errors import ConfigError
 
-__all__ = ["NOT_RUNNING", "demo_hint", "health", "on_disk"]
+__all__ = ["NOT_RUNNING", "demo_hint", "health", "no_playbook", "on_disk"]
 
 NOT_RUNNING = 3
 #: The README's demo writes here (``grimoire run --feed sim --data data/demo``).
@@ -161,6 +161,21 @@ def demo_hint(config: Config, default_dir: str) -> str | None:
     if here["grimoire"] and (here.get("tick") or here.get("playbook")):
         return None  # the default directory holds memory of its own
     state = "does not exist" if not here["exists"] else (
-        "holds no Grimoire data" if not here["grimoire"] else "holds an empty store")
+        "holds no Grimoire data" if not here["grimoire"] else
+        "holds a store no daemon has run on (tick 0, no PLAYBOOK.md)")
     return (f"the default data directory {root} {state}, but {DEMO_DIR} holds the demo's "
             f"memory: pass --data {DEMO_DIR} (e.g. grimoire playbook --data {DEMO_DIR})")
+
+
+def no_playbook(config: Config) -> str:
+    """Why there is no PLAYBOOK.md to print, with no daemon running: the demo's directory
+    was meant, the directory holds no Grimoire, or no curator cycle has run yet."""
+    hint = demo_hint(config, Config().data_dir)
+    if hint is not None:
+        return f"no daemon is running and {hint}"
+    found = on_disk(config)
+    if not found["grimoire"]:
+        return (f"no daemon is running and {describe(found)}: check --data DIR (the "
+                "directory `grimoire run --data DIR` uses)")
+    return (f"no daemon is running and {config.playbook_path} does not exist yet; the "
+            "curator writes it on its first cycle")

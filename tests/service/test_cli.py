@@ -92,7 +92,7 @@ def test_commands_without_a_daemon_say_so(tmp_path: Path, capsys: pytest.Capture
     assert main(["status", "--data", str(tmp_path)]) == 1
     assert "is `grimoire run` running" in capsys.readouterr().err
     assert main(["playbook", "--data", str(tmp_path)]) == 1
-    assert "does not exist yet" in capsys.readouterr().err
+    assert "holds no Grimoire data: check --data DIR" in capsys.readouterr().err
     (tmp_path / "PLAYBOOK.md").write_text("# Playbook\n")
     assert main(["playbook", "--data", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "# Playbook\n"
