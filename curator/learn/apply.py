@@ -47,7 +47,8 @@ from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntr
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind, EntryFilter
 from playbook.render_text import entry_sentence
 
-__all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "link_weight"]
+__all__ = ["UtilityScorer", "apply_operations", "curator_cycle_number", "curator_time",
+           "link_weight"]
 
 log = get_logger(__name__)
 
@@ -62,6 +63,14 @@ def curator_cycle_number(ctx: Context) -> int:
     state = ctx.semantic.get_meta("curator_state", None)
     cycle = state.get("cycle", 0) if isinstance(state, Mapping) else 0
     return cycle if isinstance(cycle, int) and not isinstance(cycle, bool) and cycle >= 0 else 0
+
+
+def curator_time(ctx: Context) -> int | None:
+    """The data time of the curator's last completed cycle (its ``curator_state`` meta);
+    None before the first."""
+    state = ctx.semantic.get_meta("curator_state", None)
+    at = state.get("last_now") if isinstance(state, Mapping) else None
+    return at if isinstance(at, int) and not isinstance(at, bool) else None
 
 
 def link_weight(op: Operation) -> float:

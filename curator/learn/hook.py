@@ -48,7 +48,7 @@ from curator.claims import change_points
 from curator.claims.change_points import without_straddling
 from curator.distiller.distill import distill as run_distiller
 from curator.distiller.operations import ExistingClaim, Operation, OpKind
-from curator.learn.apply import apply_operations
+from curator.learn.apply import apply_operations, curator_time
 from curator.learn.causal_discovery import EventKey, KGLink, default_event_key, discover_links
 from curator.learn.filter import without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, record_votes
@@ -186,12 +186,16 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
 
     It learns at the data's own time, the newest episode it reads (``now``, the caller's
     clock, only when there is none): a backfilled or replayed history is learned as a live
-    one, whatever the clock reads (SPEC §13)."""
+    one, whatever the clock reads (SPEC §13). That time never runs behind the curator's
+    last cycle: episodes delivered behind it (one strategy's backfill) are learned at the
+    cycle's time, so what the learner writes is dated on the cycles' one clock (an entry
+    is not made already decayed, and a change recorded under the completed cycle's number
+    is not dated before that cycle)."""
     started = time.perf_counter()
     cfg = ctx.config.distiller
     episodes = strategy_window(ctx, strategy, cfg.window_episodes)
     if episodes:
-        now = max(e.timestamp for e in episodes)
+        now = max(max(e.timestamp for e in episodes), curator_time(ctx) or 0)
     existing = existing_claims(ctx, strategy, now)
     read = time.perf_counter()
     ops = _rule_ops(ctx, episodes, existing, cfg, strategy)
