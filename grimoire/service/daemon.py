@@ -440,6 +440,10 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     use_system_arrow_pool()
     given = config.data_dir
     config = resolve_paths(config)
+    # Installed first: a stop signal while the model loads is honoured as one while the
+    # stores open (a clean exit), not the default action.
+    signals = StopSignals()
+    signals.install()
     # Every setting is tried before anything is created: a bad feed, a refused mix of
     # simulated and real memory, an LLM setting or an embedding model that cannot load
     # leave no directory and no marker behind.
@@ -451,8 +455,6 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     embedder = embedder_for(config)
     # Simulated and real memory never share a directory (recorded before any store opens).
     marker = record_feed_kind(data_dir, d.feed, d.scenario)
-    signals = StopSignals()
-    signals.install()
     log.info("daemon.starting", pid=os.getpid(), data_dir=config.data_dir,
              **({"data_dir_given": given} if given != config.data_dir else {}),
              memory=marker["kind"], model=config.embedding.model)
