@@ -138,7 +138,8 @@ def health(config: Config, as_json: bool) -> int:
         emit(render("health", {**result, "running": True}, as_json))
         return 0
     found = on_disk(config)
-    start = f"start it with: grimoire run --data {config.data_dir}"
+    feed = " --feed sim" if found.get("memory") == "simulated" else ""
+    start = f"start it with: grimoire run{feed} --data {config.data_dir}"
     if as_json:
         emit(dumps({"ok": False, "running": False, "reason": "no daemon is running",
                     "on_disk": found, "hint": start}))

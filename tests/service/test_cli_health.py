@@ -28,6 +28,7 @@ def test_health_with_no_daemon_says_not_running_and_what_is_on_disk(tmp_path: Pa
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     assert not proc.stdout.startswith("ok")
     assert "not running" in proc.stdout and "stale socket" in proc.stdout
+    assert f"grimoire run --data {data}" in proc.stdout
     assert f"{data} holds a store" in proc.stdout and "tick 1, no curator cycle" in proc.stdout
     proc = cli("health", "--data", str(data), "--json")
     answer = json.loads(proc.stdout)
