@@ -11,30 +11,15 @@ data directory).
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
+from grimoire.cli.probe import daemon_listening
 from grimoire.config import Config
 from grimoire.errors import ProtocolError
 from grimoire.service.api import METHODS, dispatch
 
 __all__ = ["call", "daemon_listening", "has_data"]
-
-
-def daemon_listening(path: Path) -> bool:
-    """True when something accepts connections on the socket (a stale file is not enough)."""
-    if not path.exists():
-        return False
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(2.0)
-    try:
-        sock.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        sock.close()
-    return True
 
 
 def has_data(config: Config) -> bool:

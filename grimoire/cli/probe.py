@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +125,23 @@ def describe(found: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def daemon_listening(path: Path) -> bool:
+    """True when something accepts connections on the socket (a stale file is not enough)."""
+    if not path.exists():
+        return False
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(2.0)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return True
+
+
 def health(config: Config, as_json: bool) -> int:
     """``grimoire health``: the daemon's answer (exit 0), or why there is none (exit 3)."""
-    from grimoire.cli.access import daemon_listening
     from grimoire.cli.common import emit
     from grimoire.cli.render import dumps, render
 
