@@ -14,6 +14,7 @@ one. Phases, in SPEC order:
 4. ``decay``         measure this cycle's decay; GrimoireDecay event
 5. ``demote_prune``  active < 0.4 → demoted; < 0.1 for 3 cycles or junk → archived
 6. ``causal``        causal links vs the cause occurrences that closed; edges, evidence
+   ``graph``         the knowledge graph from the episodes: facts, co-occurrence (``graph``)
 7. ``quarantine``    release / hold / reject held entries
    ``compact``       compact the episodic store
 8. ``summaries``     L1 / L2 hierarchical summaries, MUS pruning
@@ -45,6 +46,7 @@ from typing import Any
 
 from curator.cycle.bloodstain import incident_warnings
 from curator.cycle.evidence import cross_reference_causal, validate_predictions
+from curator.cycle.graph import fill_graph
 from curator.cycle.learn import compress, distil
 from curator.cycle.lifecycle import (
     compact_episodes,
@@ -93,6 +95,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("demote_prune", demote_and_prune),
     ("causal", cross_reference_causal),
     ("edges", prune_edges),
+    ("graph", fill_graph),
     ("quarantine", review_quarantine),
     ("compact", compact_episodes),
     ("summaries", hierarchical_summaries),

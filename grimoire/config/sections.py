@@ -246,6 +246,20 @@ class CuratorConfig:
     compact_min_fragments: int = opt(
         64, "the cycle compacts the episodic store when it has at least this many fragments (the "
         "store compacts itself every episodes.compact_every_appends flushes: a backstop)")
+    graph_fill: bool = opt(
+        True, "the curator writes the knowledge graph from the episodes: a pair's tokens, the "
+        "venue (protocol, chain, pool) an action used, an oracle feed a text names, and the "
+        "entities whose episodes keep occurring together (predicates: curator/graph/facts.py)")
+    graph_cooccur_window_ms: int = opt(
+        120_000, "co-occurrence: two entities' episodes within this long of each other occur "
+        "together (seed 004's 3-block window, read as 3 default ticks)", positive=True)
+    graph_cooccur_min_support: int = opt(
+        3, "co-occurrence: a relation needs this many co-occurrences in one cycle's episodes "
+        "(and to be judged as stopped, this many episodes of each entity)", positive=True)
+    graph_cooccur_min_lift: float = opt(
+        2.0, "co-occurrence: together at least this many times as often as chance (the share "
+        "of the window the other's episodes cover); below 1 an existing relation is closed",
+        positive=True)
 
 
 @dataclass(frozen=True)
