@@ -338,10 +338,12 @@ class RetrievalConfig:
     auto_link_window_ms: int = opt(3_600_000, "auto-link predecessors within this window")
     auto_link_threshold: float = opt(0.3, "auto-link weight threshold")
     auto_link_types: list[str] = opt(
-        ["action", "regime_shift", "clade_alert", "replicant_report", "coordination_intent",
-         "safety_incident"],
+        ["observation", "action", "regime_shift", "clade_alert", "replicant_report",
+         "coordination_intent", "safety_incident"],
         "episode types auto-linked to their likely predecessors on write (seed 000 links every "
-        "new event; an observation is a memory, not an event: add it to link those too)")
+        "new event, seed 001's add_event searches every effect's causes: every type; each "
+        "effect keeps its causal_max_fan_in strongest, unused ones go after "
+        "causal_edge_ttl_hours; remove observation to link only the other events)")
     causal_max_fan_in: int = opt(
         5, "at most this many inferred causal edges (auto, discovered, kg) into one effect: "
         "the strongest are kept, weaker ones deleted (explicit edges are never dropped); seed "

@@ -10,9 +10,9 @@
   link's relationship text, as structured data and as a one-line narrative.
 - ``link_new_episodes`` (post-write hook, writer thread): an episode written
   with a ``causal_hint`` gets an explicit edge from the hinted item; an episode of
-  an event type (``retrieval.auto_link_types``: every type but ``observation`` by
-  default — seed 000 links every new event, and an observation is a memory, not an
-  event) is auto-linked (seed 000 ``auto_link_predecessors``,
+  a type in ``retrieval.auto_link_types`` (every type by default, observations too:
+  seed 000 links every new event, seed 001's ``add_event`` searches every effect's
+  causes) is auto-linked (seed 000 ``auto_link_predecessors``,
   ``retrieval.auto_link_*``) to the recent episodes close to it in time and
   meaning. An effect keeps at most ``retrieval.causal_max_fan_in`` inferred causes, the
   strongest (``SemanticStore.bound_fan_in``).

@@ -9,6 +9,7 @@ import pytest
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
+from grimoire.config import Config
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.methods.causal import NO_CONTEXT
 from grimoire.stores.semantic.types import EdgeKind
@@ -145,7 +146,8 @@ def test_a_hinted_event_also_gets_its_inferred_predecessors(
     assert (similar, EdgeKind.AUTO) in kinds
     assert unrelated not in {e.cause_id for e in edges}
     plain = g.episode_write(text="liquidation at a stale eth oracle price, again")["id"]
-    assert g.context.semantic.edges_to(plain) == []  # no hint, not a regime shift: no inference
+    # no hint: its causes are still searched (every type is auto-linked), none is explicit
+    assert {e.kind for e in g.context.semantic.edges_to(plain)} == {EdgeKind.AUTO}
 
 
 def test_regime_shift_is_auto_linked_to_recent_similar_episodes(
@@ -164,21 +166,32 @@ def test_regime_shift_is_auto_linked_to_recent_similar_episodes(
     assert related not in causes and unrelated not in causes  # outside the 1 h window
     assert causes[early].weight > causes[stale].weight
     assert 0.3 <= causes[stale].weight <= 1.0
-    assert g.causal_chain(id=shift)["chain"][0]["id"] == early
+    # the observations were linked too: the chain walks back through early to stale
+    assert [s["id"] for s in g.causal_chain(id=shift)["chain"]] == [stale, early, shift]
 
 
-@pytest.mark.parametrize("kind", ["action", "safety_incident", "clade_alert"])
+@pytest.mark.parametrize("kind", ["observation", "action", "safety_incident", "clade_alert"])
 def test_every_event_type_is_auto_linked(g: Grimoire, clock: FrozenClock, kind: str) -> None:
-    """Seed 000 links every new event, not only regime shifts; observations are memories
-    (not linked unless retrieval.auto_link_types says so)."""
+    """Seed 000 links every new event, not only regime shifts, and seed 001's add_event
+    searches every effect's causes: observations are linked too."""
     cause = g.episode_write(text="eth oracle price lagging behind spot again")["id"]
     clock.advance(MINUTE)
     event = g.episode_write(text="eth oracle price lag caused a stale liquidation",
                             type=kind)["id"]
     assert cause in {e.cause_id for e in g.context.semantic.edges_to(event, [EdgeKind.AUTO])}
     clock.advance(MINUTE)
-    note = g.episode_write(text="eth oracle price lag noted once more")["id"]
-    assert g.context.semantic.edges_to(note) == []
+    unrelated = g.episode_write(text="routine heartbeat ok, nothing to report")["id"]
+    assert g.context.semantic.edges_to(unrelated) == []  # close in time, not in meaning
+
+
+def test_observations_are_not_linked_when_the_config_leaves_them_out(
+        tmp_path: Path, clock: FrozenClock) -> None:
+    types = [t for t in Config().retrieval.auto_link_types if t != "observation"]
+    with open_grimoire(tmp_path / "d", clock, **{"retrieval.auto_link_types": types}) as g:
+        g.episode_write(text="eth oracle price lagging behind spot again")
+        clock.advance(MINUTE)
+        note = g.episode_write(text="eth oracle price lag noted once more")["id"]
+        assert g.context.semantic.edges_to(note) == []
 
 
 def test_auto_linking_keeps_an_events_strongest_causes_only(g: Grimoire,

@@ -27,6 +27,9 @@ def test_hop_terms_keeps_the_rare_linking_terms_the_query_lacks() -> None:
 
 
 def _vault(tmp_path: Path, **overrides: object) -> tuple[str, list[str]]:
+    # No auto-linked causes: the loss's auto-linked cause would be B, and a "why" question
+    # puts its root cause first; this test isolates the second hop.
+    overrides = {"retrieval.auto_link_types": [], **overrides}
     with open_grimoire(tmp_path, **overrides) as g:  # type: ignore[arg-type]
         # B shares no word with the question: only the pool A names links it in
         b = g.episode_write(text="AERO/USDC liquidity was pulled overnight by its deployer, "
