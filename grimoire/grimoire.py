@@ -465,6 +465,11 @@ class Grimoire:
 
         return causal_chain(self._ctx, params)
 
+    def causal_consequences(self, **params: Any) -> dict[str, Any]:
+        from grimoire.methods.causal import causal_consequences
+
+        return causal_consequences(self._ctx, params)
+
     # -- curator, playbook, heartbeat -----------------------------------------------------
 
     def playbook_get(self) -> dict[str, Any]:

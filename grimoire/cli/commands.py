@@ -56,6 +56,14 @@ def _json_arg(text: str, what: str) -> Any:
         raise ValidationError(f"not valid JSON: {exc}", field=what) from None
 
 
+def _looks_like_id(text: str) -> bool:
+    """A Grimoire id (a UUID: 8-4-4-4-12 hex), not words."""
+    import re
+
+    return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                        text.strip().lower()) is not None
+
+
 def _metrics(pairs: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for pair in pairs:
@@ -244,6 +252,23 @@ def register_owner(sub: Sub) -> None:
     common(ex)
     ex.add_argument("id", help="entry id, or a unique prefix of it (PLAYBOOK.md's short id)")
     ex.set_defaults(handler=method_command(lambda a: ("entry.explain", {"id": a.id})))
+    fwd = sub.add_parser("consequences", help="what followed from an event (causal, forward)",
+                         description="The predicted consequences of an event: its effects "
+                         "forward along the causal edges, nearest first (the backward chain "
+                         "is `grimoire call causal.chain`).")
+    common(fwd)
+    fwd.add_argument("event", help="an episode or entry id, or words naming the event "
+                     "(the most similar item is the start)")
+    fwd.add_argument("--depth", type=lambda t: _number(t, "--depth"), default=3,
+                     help="edges to follow forward (1-8, default 3)")
+    fwd.add_argument("--limit", type=lambda t: _number(t, "--limit"), default=20,
+                     help="consequences at most (1-100)")
+
+    def _consequences(a: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+        start = {"id": a.event} if _looks_like_id(a.event) else {"query": a.event}
+        return "causal.consequences", {**start, "depth": a.depth, "limit": a.limit}
+
+    fwd.set_defaults(handler=method_command(_consequences))
     cur = sub.add_parser("curate", help="run a curator cycle now",
                          description="Force a curator cycle and print its summary.")
     common(cur)

@@ -149,6 +149,17 @@ def _curate(r: Mapping[str, Any]) -> str:
             f"{updated_line(pb.get('selected') or {})}")
 
 
+def _consequences(r: Mapping[str, Any]) -> str:
+    """The start, then each consequence indented by its depth, with its path weight."""
+    lines = [str(r.get("narrative", ""))]
+    for item in r.get("consequences") or []:
+        indent = "  " * int(item.get("depth", 1))
+        why = f" ({item['relationship']})" if item.get("relationship") else ""
+        lines.append(f"{indent}→ {' '.join(str(item.get('text', '')).split())[:160]} "
+                     f"[depth {item.get('depth')}, weight {item.get('weight', 0):.2f}]{why}")
+    return "\n".join(lines)
+
+
 def _text(key: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda r: str(r.get(key, "")).rstrip("\n")
 
@@ -161,6 +172,7 @@ VIEWS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "rules.applicable": _rules,
     "entry.list": _entries,
     "entry.explain": _text("text"),
+    "causal.consequences": _consequences,
     "playbook.get": _text("markdown"),
     "curator.run": _curate,
     "kg.at": _triples,

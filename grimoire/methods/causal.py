@@ -8,6 +8,11 @@
   similar to ``query`` (episode or entry, best cosine), follow the strongest
   direct cause back to the root; the chain comes back oldest first with each
   link's relationship text, as structured data and as a one-line narrative.
+- ``causal_consequences`` (seed 004 "traversing forward to identify predicted
+  consequences", beside the backward chain): from an event (``id``) or the item most
+  similar to ``query``, every effect reachable forward within ``depth`` edges (3 by
+  default, the seed's), nearest first, each with its depth, the product of the edge
+  weights on its strongest path and the last link's relationship text.
 - ``link_new_episodes`` (post-write hook, writer thread): an episode written
   with a ``causal_hint`` gets an explicit edge from the hinted item; an episode of
   a type in ``retrieval.auto_link_types`` (every type by default, observations too:
@@ -40,8 +45,8 @@ from grimoire.retrieval.render import narrative
 from grimoire.retrieval.stages.records import BOOST_KINDS, Node, node
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
-__all__ = ["CHAIN_KINDS", "causal_chain", "causal_link", "chain_for", "chain_items",
-           "link_new_episodes"]
+__all__ = ["CHAIN_KINDS", "CONSEQUENCE_DEPTH", "causal_chain", "causal_consequences",
+           "causal_link", "chain_for", "chain_items", "link_new_episodes"]
 
 log = get_logger(__name__)
 
@@ -50,6 +55,9 @@ MAX_CHAIN = 16
 _MAX_RELATIONSHIP = 2_000
 _AUTO_LINK_SCAN = 500  # recent episodes considered for a regime shift's predecessors
 NO_CONTEXT = "No relevant context found in memory."
+CONSEQUENCE_DEPTH = 3  # seed 004: "the traversal depth is limited to 3 hops (default)"
+_MAX_CONSEQUENCE_DEPTH = 8
+_MAX_CONSEQUENCES = 100
 
 
 def _id(params: Mapping[str, Any], name: str) -> str:
@@ -161,21 +169,9 @@ def causal_chain(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValidationError(f"unknown parameter(s): {', '.join(sorted(unknown))}",
                               field="params")
-    if ("query" in params) == ("id" in params):
-        raise ValidationError("give exactly one of query or id", field="query")
-    similarity: float | None = None
-    if "id" in params:
-        start = _id(params, "id")
-        if node(ctx, start) is None:
-            raise NotFoundError(f"id: no episode or entry {start!r}")
-    else:
-        query = params["query"]
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("must be a non-empty string", field="query")
-        found = _most_relevant(ctx, query)
-        if found is None:
-            return {"chain": [], "narrative": NO_CONTEXT, "start_id": None}
-        start, similarity = found
+    start, similarity = _start(ctx, params)
+    if start is None:
+        return {"chain": [], "narrative": NO_CONTEXT, "start_id": None}
     links, nodes = chain_for(ctx, start)
     text = narrative(links, lambda i: nodes[i].text if i in nodes else i)
     out: dict[str, Any] = {"chain": chain_items(links, nodes), "narrative": text,
@@ -183,6 +179,74 @@ def causal_chain(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     if similarity is not None:
         out["similarity"] = round(similarity, 6)
     return out
+
+
+def _start(ctx: Context, params: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """The event a walk starts from: ``id`` as given, or the item most similar to ``query``."""
+    if ("query" in params) == ("id" in params):
+        raise ValidationError("give exactly one of query or id", field="query")
+    if "id" in params:
+        start = _id(params, "id")
+        if node(ctx, start) is None:
+            raise NotFoundError(f"id: no episode or entry {start!r}")
+        return start, None
+    query = params["query"]
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("must be a non-empty string", field="query")
+    found = _most_relevant(ctx, query)
+    return (None, None) if found is None else found
+
+
+def _bounded_int(params: Mapping[str, Any], name: str, default: int, top: int) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise ValidationError(f"must be an integer in [1, {top}]", field=name)
+    return value
+
+
+def causal_consequences(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{query} or {id}, depth?=3, limit?=20`` → ``{start, consequences: [...nearest
+    first...], narrative}``: what followed from an event along the causal edges (explicit,
+    auto-linked, discovered, from the graph), forward, the strongest path to each."""
+    unknown = set(params) - {"query", "id", "depth", "limit"}
+    if unknown:
+        raise ValidationError(f"unknown parameter(s): {', '.join(sorted(unknown))}",
+                              field="params")
+    depth = _bounded_int(params, "depth", CONSEQUENCE_DEPTH, _MAX_CONSEQUENCE_DEPTH)
+    limit = _bounded_int(params, "limit", 20, _MAX_CONSEQUENCES)
+    start, similarity = _start(ctx, params)
+    if start is None:
+        return {"start": None, "consequences": [], "narrative": NO_CONTEXT}
+    origin = node(ctx, start)
+    hops = ctx.semantic.causal_bfs(start, direction="forward", max_depth=depth,
+                                   kinds=CHAIN_KINDS)[:limit]
+    items: list[dict[str, Any]] = []
+    for hop in hops:
+        found = node(ctx, hop.node_id)
+        item: dict[str, Any] = {
+            "id": hop.node_id, "kind": found.kind if found else None,
+            "text": found.text if found else "", "timestamp": found.time if found else None,
+            "depth": hop.depth, "weight": round(hop.path_weight, 6),
+            "cause_id": hop.edge.cause_id, "edge_kind": hop.edge.kind.value,
+            "relationship": hop.edge.relationship}
+        items.append(item)
+    first = [i for i in items if i["depth"] == 1]
+    text = (f"{_clip(origin.text if origin else start)} led to: "
+            + "; ".join(_clip(i["text"]) for i in first[:5])
+            + (f" (and {len(items) - min(len(first), 5)} further)"
+               if len(items) > min(len(first), 5) else "")
+            if items else f"{_clip(origin.text if origin else start)}: no recorded consequence")
+    out: dict[str, Any] = {"start": {"id": start, "text": origin.text if origin else "",
+                                     "timestamp": origin.time if origin else None},
+                           "consequences": items, "narrative": text}
+    if similarity is not None:
+        out["similarity"] = round(similarity, 6)
+    return out
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # --- the post-write hook ------------------------------------------------------------------

@@ -84,6 +84,9 @@ METHODS: dict[str, MethodSpec] = {
                    "{cause_id, effect_id, relationship?, weight?}", True),
         MethodSpec("causal.chain", "the chain of causes back to the root, oldest first",
                    "{query} or {id}", False),
+        MethodSpec("causal.consequences", "what followed from an event: its effects "
+                   "forward along the causal edges, nearest first (depth 3 by default)",
+                   "{query} or {id}, depth?=3, limit?=20", False),
         MethodSpec("playbook.get", "the compiled PLAYBOOK.md", "{}", False),
         MethodSpec("curator.run", "force a curator cycle now", "{}", True),
         MethodSpec("forget", "erase an episode, an actor's, a thread's, an entity's or a "

@@ -41,10 +41,10 @@ API_METHODS = {
     "health", "status", "episode.write", "episode.write_batch", "episode.get", "retrieve",
     "outcome.report", "entry.add", "entry.get", "entry.list", "kg.assert", "kg.invalidate",
     "kg.at", "kg.known_at", "kg.neighbors", "causal.link", "causal.chain", "playbook.get",
-    "curator.run", "rules.applicable",
+    "curator.run", "rules.applicable", "causal.consequences",
 }
 #: Methods added since API.md was written: documented in README.md's method table instead.
-BEYOND_API_MD = {"rules.applicable", "forget"}
+BEYOND_API_MD = {"rules.applicable", "forget", "causal.consequences"}
 API_MD = Path(__file__).resolve().parents[3] / "shared" / "API.md"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -106,6 +106,7 @@ MINIMAL_PARAMS: dict[str, dict[str, Any]] = {
     "causal.link": {"cause_id": "01a00000-0000-7000-8000-000000000000",
                     "effect_id": "01a00000-0000-7000-8000-000000000001"},
     "causal.chain": {"id": "01a00000-0000-7000-8000-000000000000"},
+    "causal.consequences": {"id": "01a00000-0000-7000-8000-000000000000"},
     "playbook.get": {}, "curator.run": {},
     "clade.publish": {"uri": ""}, "clade.pull": {"uri": ""},
     "forget": {"episode": "01a00000-0000-7000-8000-000000000000", "dry_run": True},
