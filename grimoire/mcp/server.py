@@ -1,13 +1,17 @@
 """The MCP server: one tool per agent need, each a thin bridge to the daemon's socket.
 
+Named as seed 001 names them (``add_event(effect, cause?)``, ``query(query)``); every
+parameter carries a description, allowed values are JSON-schema enums, and answers are
+compact by default (``retrieve``'s ``detail`` and ``explain``'s ``full`` give the rest).
+
 Runs with ``grimoire mcp [--data DIR]``. Nothing but protocol goes to stdout:
 the SDK's stdio transport diverts fd 1 to stderr while it serves, and this
 module sends Grimoire's own log lines to stderr too. Every tool call goes to
 the daemon's socket when a daemon listens there (a connection per call: the
 daemon may restart under it). When none listens, the read tools (``query``,
-``retrieve``, ``advise``, ``playbook``, ``explain``, ``kg_query``) are served from a
-read-only open of the data directory (``Grimoire.open(read_only=True)``: no
-lock, nothing written, retrievals not logged), reopened when the episode store
+``retrieve``, ``advise``, ``consequences``, ``playbook``, ``explain``, ``kg_query``) are
+served from a read-only open of the data directory (``Grimoire.open(read_only=True)``:
+no lock, nothing written, retrievals not logged), reopened when the episode store
 has changed on disk since; the write tools (``add_event``, ``report_outcome``,
 ``kg_assert``) answer a clear error that says to start the daemon.
 """
@@ -18,7 +22,7 @@ import functools
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +33,8 @@ from grimoire import __version__
 from grimoire.config import Config
 from grimoire.errors import GrimoireError
 from grimoire.mcp import tools
+from grimoire.records.enums import EpisodeType, Outcome, Regime
+from grimoire.records.graph import EntityKind, Predicate
 
 __all__ = ["DirectoryCaller", "build_server", "serve", "socket_caller"]
 
@@ -82,7 +88,8 @@ class DirectoryCaller:
             raise ToolError(
                 f"{method} changes the memory and needs the Grimoire daemon, but none is "
                 f"listening on {self._socket}: start one with `grimoire run --data {data}`. "
-                "The read tools (query, retrieve, advise, playbook, explain, kg_query) work "
+                "The read tools (query, retrieve, advise, consequences, playbook, explain, "
+                "kg_query) work "
                 "without it.")
         if not has_data(self._config):
             raise ToolError(f"no Grimoire daemon is listening on {self._socket} and {data} "
@@ -148,6 +155,23 @@ def _given(params: dict[str, Any], **optional: Any) -> dict[str, Any]:
     return {**params, **{k: v for k, v in optional.items() if v is not None}}
 
 
+def _enum(description: str, values: Sequence[str], optional: bool = False) -> Any:
+    """A parameter's description with its allowed values listed as a JSON-schema enum (the
+    daemon checks them too and names a wrong one)."""
+    allowed: list[Any] = [*values, None] if optional else list(values)
+    return Field(description=f"{description}: one of {', '.join(values)}",
+                 json_schema_extra={"enum": allowed})
+
+
+EPISODE_TYPES = tuple(t.value for t in EpisodeType)
+OUTCOMES = tuple(o.value for o in Outcome)
+REPORTED_OUTCOMES = ("positive", "negative", "neutral")
+REGIMES = tuple(r.value for r in Regime)
+MODES = ("deciding", "browse", "auto")
+ENTITY_KINDS = tuple(k.value for k in EntityKind)
+_EVENT = ("an episode or entry id (from add_event, retrieve or query)")
+
+
 def build_server(call: tools.Call) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -155,47 +179,66 @@ def build_server(call: tools.Call) -> Any:
     server = MCPServer(name="grimoire", version=__version__,
                        instructions="Grimoire is this agent's long-term memory: record events "
                        "with add_event, ask advise (the rules for your situation) and query "
-                       "before deciding, report_outcome afterwards.")
+                       "before deciding, report_outcome afterwards; consequences tells what "
+                       "followed from an event.")
 
-    @server.tool(description="Record an event (the effect) in memory, optionally with its "
-                 "cause as text or as the id of an earlier event; the link is stored too.")
+    @server.tool(description="Record an event (the effect) in memory. Give its cause as text "
+                 "or as the id of an earlier event if you know it; otherwise memory links the "
+                 "likely causes it finds (recent and similar) and names the strongest.")
     @_tool_errors
-    def add_event(effect: str, cause: str | None = None, cause_id: str | None = None,
-                  type: str = "observation", outcome: str | None = None) -> dict[str, Any]:
+    def add_event(
+        effect: Annotated[str, Field(description="what happened, in one or two sentences")],
+        cause: Annotated[str | None, Field(
+            description="what caused it, in words (stored as its own event, then linked)")
+        ] = None,
+        cause_id: Annotated[str | None, Field(
+            description=f"or the cause as {_EVENT}")] = None,
+        type: Annotated[str, _enum("the kind of event", EPISODE_TYPES)] = "observation",
+        outcome: Annotated[str | None, _enum("how it turned out, for an action", OUTCOMES,
+                                             optional=True)] = None,
+    ) -> dict[str, Any]:
         return tools.add_event(call, effect, cause, cause_id, type, outcome)
 
     @server.tool(description="Ask memory about a situation: a narrative of what led here "
                  "(causal chain, oldest first) and the most relevant knowledge.")
     @_tool_errors
-    def query(question: str, k: int = 5,
-              summaries: Annotated[bool, Field(
-                  description="include the curator's L1/L2 episode summaries")] = False,
-              ) -> dict[str, Any]:
-        return tools.query_narrative(call, question, k, summaries)
+    def query(
+        query: Annotated[str, Field(description="the question, in words")],
+        k: Annotated[int, Field(description="relevant items at most (1-50)", ge=1, le=50)] = 5,
+        summaries: Annotated[bool, Field(
+            description="include the curator's L1/L2 episode summaries")] = False,
+    ) -> dict[str, Any]:
+        return tools.query_narrative(call, query, k, summaries)
 
-    @server.tool(description="Ranked memory items for a query, each with its score, factor "
-                 "breakdown and provenance; keep retrieval_id for report_outcome. With a "
-                 "situation, the rules that apply to it come first (see advise).")
+    @server.tool(description="Ranked memory items for a query (id, words, score, confidence, "
+                 "time); keep retrieval_id for report_outcome. With a situation, the rules "
+                 "that apply to it come first (see advise).")
     @_tool_errors
     def retrieve(
         query: Annotated[str | None, Field(
             description="what you are about to decide, in words (optional with a "
             "situation)")] = None,
-        k: Annotated[int, Field(description="items at most")] = 10,
-        max_tokens: Annotated[int | None, Field(description="token budget")] = None,
-        mode: Annotated[str, Field(description="deciding | browse | auto")] = "deciding",
+        k: Annotated[int, Field(description="items at most (1-50)", ge=1, le=50)] = 5,
+        max_tokens: Annotated[int | None, Field(
+            description="token budget of the items (default: the daemon's)", ge=1)] = None,
+        mode: Annotated[str, _enum("deciding (an action follows: logged for "
+                                   "report_outcome), browse (just looking) or auto (memory "
+                                   "picks how much to search)", MODES)] = "deciding",
         situation: Annotated[dict[str, Any] | None, Field(
             description="the decision as the fields of an action episode: actions, tool, "
             "token_pair, chain, regime, strategy, metrics, timestamp")] = None,
         summaries: Annotated[bool, Field(
             description="include the curator's L1/L2 episode summaries")] = False,
+        detail: Annotated[bool, Field(
+            description="the full answer: every ranking factor, provenance and the trace "
+            "(several KB per item)")] = False,
     ) -> dict[str, Any]:
         if query is None and situation is None:
             raise ToolError("give a query, a situation, or both")
         out: dict[str, Any] = call("retrieve", _given(
-            {"k": k, "mode": mode, "explain": True, "summaries": summaries}, query=query,
+            {"k": k, "mode": mode, "explain": detail, "summaries": summaries}, query=query,
             max_tokens=max_tokens, situation=situation))
-        return out
+        return out if detail else tools.compact_retrieval(out)
 
     @server.tool(description="Before acting: the learned rules whose conditions hold for "
                  "the situation you are in, warnings first (by confidence x effect size). "
@@ -208,15 +251,13 @@ def build_server(call: tools.Call) -> Any:
         tool: Annotated[str | None, Field(description="the tool, e.g. uniswap_v3")] = None,
         token_pair: Annotated[str | None, Field(description="e.g. WETH/USDC")] = None,
         chain: Annotated[str | None, Field(description="e.g. ethereum")] = None,
-        regime: Annotated[str | None, Field(
-            description="market regime: bull, bear, sideways, high_vol, low_vol, crisis")
-        ] = None,
+        regime: Annotated[str | None, _enum("market regime", REGIMES, optional=True)] = None,
         strategy: Annotated[str | None, Field(description="your strategy's name")] = None,
         metrics: Annotated[dict[str, float] | None, Field(
             description="metrics as they are now, e.g. {\"gas_gwei\": 31}")] = None,
         timestamp: Annotated[int | None, Field(
             description="the situation's time in unix ms (for hour-of-day rules)")] = None,
-        limit: Annotated[int, Field(description="rules at most (1-100)")] = 10,
+        limit: Annotated[int, Field(description="rules at most (1-100)", ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
         situation = _given({}, actions=actions, tool=tool, token_pair=token_pair, chain=chain,
                            regime=regime, strategy=strategy, metrics=metrics,
@@ -225,11 +266,36 @@ def build_server(call: tools.Call) -> Any:
                                                         "limit": limit})
         return out
 
-    @server.tool(description="Tell memory how a decision taken after a retrieval turned out "
-                 "(positive, negative or neutral), and which items were followed.")
+    @server.tool(description="What followed from an event: its effects forward along the "
+                 "causal links (explicit, inferred, learned), nearest first, each with its "
+                 "depth and the product of the link weights on its strongest path.")
     @_tool_errors
-    def report_outcome(retrieval_id: str, outcome: str, pnl: float | None = None,
-                       followed_ids: list[str] | None = None) -> dict[str, Any]:
+    def consequences(
+        id: Annotated[str | None, Field(description=f"the event as {_EVENT}")] = None,
+        query: Annotated[str | None, Field(
+            description="or the event in words (the most similar one is the start)")] = None,
+        depth: Annotated[int, Field(description="links to follow forward (1-8)", ge=1,
+                                    le=8)] = 3,
+        limit: Annotated[int, Field(description="consequences at most (1-100)", ge=1,
+                                    le=100)] = 10,
+    ) -> dict[str, Any]:
+        if (id is None) == (query is None):
+            raise ToolError("give exactly one of id or query")
+        start = {"id": id} if id is not None else {"query": query}
+        return tools.consequences(call, start, depth, limit)
+
+    @server.tool(description="Tell memory how a decision taken after a retrieval turned out, "
+                 "and which items were followed.")
+    @_tool_errors
+    def report_outcome(
+        retrieval_id: Annotated[str, Field(
+            description="the retrieval_id retrieve or query answered")],
+        outcome: Annotated[str, _enum("how the decision turned out", REPORTED_OUTCOMES)],
+        pnl: Annotated[float | None, Field(
+            description="profit or loss of the decision, in your unit")] = None,
+        followed_ids: Annotated[list[str] | None, Field(
+            description="ids of the retrieved items the decision followed")] = None,
+    ) -> dict[str, Any]:
         out: dict[str, Any] = call("outcome.report", _given(
             {"retrieval_id": retrieval_id, "outcome": outcome}, pnl=pnl,
             followed_ids=followed_ids))
@@ -241,19 +307,34 @@ def build_server(call: tools.Call) -> Any:
     def playbook() -> str:
         return str(call("playbook.get", {}).get("markdown", ""))
 
-    @server.tool(description="Why a knowledge entry is what it is: votes, decay, promotions "
-                 "and provenance of the entry with this id.")
+    @server.tool(description="Why a knowledge entry is what it is: its sentence, evidence "
+                 "(validated / contradicted), confidence, provenance and last changes; "
+                 "full=true for every vote, cited episode and change.")
     @_tool_errors
-    def explain(id: str) -> dict[str, Any]:
+    def explain(
+        id: Annotated[str, Field(
+            description="the entry's id, or the short id PLAYBOOK.md prints")],
+        full: Annotated[bool, Field(
+            description="the whole history (tens of KB for a well-used rule)")] = False,
+    ) -> dict[str, Any]:
         out: dict[str, Any] = call("entry.explain", {"id": id})
-        return out
+        return out if full else tools.explain_summary(out)
 
     @server.tool(description="Assert a fact in the knowledge graph: subject (kind, id), "
                  "predicate, object (text or {kind, id}), valid from a block.")
     @_tool_errors
-    def kg_assert(subject_kind: str, subject_id: str, predicate: str,
-                  object: str | dict[str, str], valid_from: int,
-                  confidence: float | None = None) -> dict[str, Any]:
+    def kg_assert(
+        subject_kind: Annotated[str, _enum("the subject's entity kind", ENTITY_KINDS)],
+        subject_id: Annotated[str, Field(description="the subject's id, e.g. an address")],
+        predicate: Annotated[str, Field(description="one of " + ", ".join(
+            p.value for p in Predicate) + ", or custom:<name>")],
+        object: Annotated[str | dict[str, str], Field(
+            description="the object: text, or an entity {kind, id}")],
+        valid_from: Annotated[int, Field(
+            description="the block (or unix ms) from which the fact holds", ge=0)],
+        confidence: Annotated[float | None, Field(
+            description="how sure, 0-1 (default 0.5)", ge=0, le=1)] = None,
+    ) -> dict[str, Any]:
         out: dict[str, Any] = call("kg.assert", _given(
             {"subject": {"kind": subject_kind, "id": subject_id}, "predicate": predicate,
              "object": object, "valid_from": valid_from}, confidence=confidence))
@@ -262,8 +343,14 @@ def build_server(call: tools.Call) -> Any:
     @server.tool(description="Facts about a subject in the knowledge graph, valid at a block "
                  "or as known at a time (unix ms): give exactly one of the two.")
     @_tool_errors
-    def kg_query(subject_kind: str, subject_id: str, block: int | None = None,
-                 known_at: int | None = None) -> Any:
+    def kg_query(
+        subject_kind: Annotated[str, _enum("the subject's entity kind", ENTITY_KINDS)],
+        subject_id: Annotated[str, Field(description="the subject's id")],
+        block: Annotated[int | None, Field(
+            description="facts valid at this block (or unix ms)", ge=0)] = None,
+        known_at: Annotated[int | None, Field(
+            description="facts as known at this time (unix ms)", ge=0)] = None,
+    ) -> Any:
         return tools.kg_query(call, subject_kind, subject_id, block, known_at)
 
     @server.tool(description="Forget for good: erase one episode (its id), every episode of "

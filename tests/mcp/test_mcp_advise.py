@@ -81,7 +81,7 @@ def test_mcp_query_and_retrieve_leave_summaries_out_unless_asked(tmp_path: Path)
 
     async def session() -> dict[str, set[str]]:
         words = "swaps on WETH/USDC gas fees"
-        return {"query": await ask("query", {"question": words, "k": 10}),
+        return {"query": await ask("query", {"query": words, "k": 10}),
                 "retrieve": await ask("retrieve", {"query": words, "k": 10}),
                 "asked": await ask("retrieve", {"query": words, "k": 10, "summaries": True})}
 

@@ -53,7 +53,7 @@ async def _session(data: Path, entry_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with Client(params) as client:
         out["query"] = _data(await client.call_tool(
-            "query", {"question": "why did the swap lose to fees?"}))
+            "query", {"query": "why did the swap lose to fees?"}))
         out["retrieve"] = _data(await client.call_tool("retrieve", {"query": "gas fees swap"}))
         out["playbook"] = (await client.call_tool("playbook", {})).content[0].text
         out["explain"] = _data(await client.call_tool("explain", {"id": entry_id[:8]}))

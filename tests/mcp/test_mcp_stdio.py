@@ -23,8 +23,8 @@ from tests.service.daemon_support import (
     wait_ready,
 )
 
-TOOLS = {"add_event", "query", "retrieve", "advise", "report_outcome", "playbook", "explain",
-         "kg_assert", "kg_query", "forget"}
+TOOLS = {"add_event", "query", "retrieve", "advise", "consequences", "report_outcome",
+         "playbook", "explain", "kg_assert", "kg_query", "forget"}
 
 
 def _data(result: Any) -> Any:
@@ -47,7 +47,7 @@ async def _session(data: Path, entry_id: str) -> dict[str, Any]:
             "add_event", {"effect": "the swap lost 3% to fees",
                           "cause": "gas jumped to 140 gwei during the NFT mint"}))
         out["query"] = _data(await client.call_tool(
-            "query", {"question": "why did the swap lose to fees?"}))
+            "query", {"query": "why did the swap lose to fees?"}))
         out["retrieve"] = _data(await client.call_tool("retrieve", {"query": "gas fees swap"}))
         out["outcome"] = _data(await client.call_tool(
             "report_outcome", {"retrieval_id": out["retrieve"]["retrieval_id"],
