@@ -62,9 +62,11 @@ def install(ctx: Context) -> None:
     ctx.stats["reflexion"] = lambda: _reflexion(ctx)
     ctx.stats["prediction_deviations"] = deviations
     if ctx.extras.get("llm") is not None:  # optional: without it nothing touches the network
+        from curator.learn.cause_judge import judge_causes_hook
         from curator.learn.llm_paths import install_llm_paths
 
         install_llm_paths(ctx, ctx.extras["llm"])
+        ctx.post_write_hooks.append(judge_causes_hook)
     ctx.curator_hook = curator_hook
     if ctx.config.dreams.enabled and not ctx.read_only:
         ctx.dream_hook = dream

@@ -16,7 +16,8 @@ touches the network. With an LLM:
     (added to them: the extractor keeps its statistical guarantee and the
     model adds what it saw that the vocabulary scan did not rank);
 (d) seed 001's causality judgement on each new causal link: "No." drops the
-    link, "Yes: …" becomes the relationship text of its causal edges;
+    link, "Yes: …" becomes the relationship text of its causal edges; the same
+    judgement of a new event's auto-linked causes (``curator.learn.cause_judge``);
 (e) seed 002's hierarchical summaries: ``write_summary`` is the
     ``curator.hierarchy.summaries.SummaryWriter`` the summaries phase passes as ``llm=``;
     the model rewrites the prose of an L1 / L2 summary from its measured facts
@@ -324,6 +325,16 @@ class LLMPaths:
             return None  # the statistical link stands
         self._remember(self._judged, op.claim.key, verdict)
         return verdict
+
+    def judge_causality(self, cause: str, effect: str, **fields: Any
+                        ) -> tuple[bool, str | None] | None:
+        """Seed 001's "did X directly lead to Y?": (linked, relationship sentence), or None
+        when the LLM could not judge (logged and counted; the rule-based link stands)."""
+        try:
+            return parse_causality(self.ask("causality", causality_messages(cause, effect)))
+        except LLMError as exc:
+            self._fallback("causality", exc, **fields)
+            return None
 
     # -- (e) hierarchical summaries -------------------------------------------------------
 

@@ -456,6 +456,10 @@ class LLMConfig:
                            "strategy (the rule-based extractor runs every time)")
     expel_max_claims: int = opt(8, "claims one ExpeL prompt may propose")
     expel_sample_episodes: int = opt(30, "recent episodes quoted in the ExpeL prompt")
+    cause_candidates: int = opt(
+        3, "a new event's auto-linked causes the LLM judges, strongest first (seed 001's "
+        "add_event: the first 'Yes' is its cause, the others are dropped; all 'No': a root "
+        "event); 0 = keep the rule-based links as they are")
 
 
 @dataclass(frozen=True)

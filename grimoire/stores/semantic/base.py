@@ -85,6 +85,11 @@ class SemanticBase:
         with self._write("bound_fan_in") as conn:
             return causal.bound_fan_in(conn, effect_ids, max_fan_in)
 
+    def delete_edges(self, pairs: Iterable[tuple[str, str]], kind: EdgeKind | str) -> int:
+        """Delete the ``kind`` edges between each (cause, effect) pair; how many."""
+        with self._write("delete_edges") as conn:
+            return causal.delete_edges(conn, pairs, kind)
+
     def mark_edges_used(self, pairs: Iterable[tuple[str, str]], *, now: int | None = None,
                         ) -> int:
         """One use of the edges between each (cause, effect) pair, at ``now``."""

@@ -29,6 +29,7 @@ __all__ = [
     "bfs",
     "bound_fan_in",
     "count_edges",
+    "delete_edges",
     "edges_from",
     "edges_to",
     "get_edge",
@@ -87,6 +88,22 @@ def upsert_edge(conn: apsw.Connection, edge: CausalEdge, now: int) -> CausalEdge
     if stored is None:  # cannot happen inside the writing transaction
         raise StoreError(f"causal edge {e.cause_id} -> {e.effect_id} vanished after upsert")
     return stored
+
+
+def delete_edges(conn: apsw.Connection, pairs: Iterable[tuple[str, str]],
+                 kind: EdgeKind | str) -> int:
+    """Delete the ``kind`` edges between each (cause, effect) pair; how many were deleted."""
+    rows = [list(p) for p in dict.fromkeys(pairs)]
+    if not all(len(p) == 2 and all(isinstance(i, str) for i in p) for p in rows):
+        raise ValidationError("must be (cause_id, effect_id) pairs of strings", field="pairs")
+    if not rows:
+        return 0
+    before = conn.total_changes()
+    conn.execute(
+        "DELETE FROM causal_edges WHERE kind = ? AND (cause_id, effect_id) IN "
+        "(SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
+        (parse_enum(EdgeKind, kind, "kind").value, json.dumps(rows)))
+    return int(conn.total_changes() - before)
 
 
 def bound_fan_in(conn: apsw.Connection, effect_ids: Iterable[str], max_fan_in: int) -> int:

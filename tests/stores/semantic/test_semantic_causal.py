@@ -213,3 +213,15 @@ def test_fan_in_drops_the_weakest_first(store: SemanticStore) -> None:
         ("a0", 0.9), ("a3", 0.7), ("a2", 0.5), ("b", 0.05)]
     with pytest.raises(ValidationError, match="causal_max_fan_in"):
         store.bound_fan_in(["e"], 0)
+
+
+def test_delete_edges_removes_only_the_named_pairs_of_that_kind(store: SemanticStore) -> None:
+    for cause in ("d0", "d1", "d2"):
+        store.upsert_edge(CausalEdge(cause, "de", EdgeKind.AUTO, 0.5), now=1)
+    store.upsert_edge(CausalEdge("d0", "de", EdgeKind.EXPLICIT, 1.0), now=1)
+    assert store.delete_edges([("d0", "de"), ("d2", "de"), ("nope", "de")], EdgeKind.AUTO) == 2
+    assert {(e.cause_id, e.kind) for e in store.edges_to("de")} == {
+        ("d1", EdgeKind.AUTO), ("d0", EdgeKind.EXPLICIT)}
+    assert store.delete_edges([], EdgeKind.AUTO) == 0
+    with pytest.raises(ValidationError):
+        store.delete_edges([("only-one",)], EdgeKind.AUTO)  # type: ignore[list-item]
