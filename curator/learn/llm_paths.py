@@ -9,7 +9,8 @@ touches the network. With an LLM:
 (b) Reflexion steps 3–5 (outcome comparison, counterfactual, insight
     extraction) for actions whose verdict calls for interpretation, on a
     worker thread with a bounded queue; candidate insights enter through the
-    gate at confidence 0.5;
+    gate at confidence 0.5; then the knowledge-graph triples the episode states
+    (seed 004's graph source 1, ``curator.learn.llm_graph``);
 (c) ExpeL prompt distillation: the model proposes claims, ``verify``
     keeps those the episodes support and gives them the data's numbers, and
     they become the same ``Operation`` objects as the rule-based extractor's
@@ -78,7 +79,7 @@ log = get_logger(__name__)
 
 PATHS_KEY = "llm_paths"
 STATS_KEY = "llm_stats"
-_PATHS = ("utility", "reflexion", "expel", "causality", "summary")
+_PATHS = ("utility", "reflexion", "expel", "causality", "summary", "graph", "causes")
 _CACHE = 512  # answers remembered per path (the same ADD recurs until the gate settles it)
 _SUMMARY_EXCERPTS = 12  # source texts quoted in a summary prompt (evenly spread)
 _INSIGHTS_PER_EPISODE = 3
@@ -216,6 +217,7 @@ class LLMPaths:
                            episode_id=episode.id)
         log.info("reflexion.llm.result", episode_id=episode.id, verdict=result.verdict.value,
                  insights=len(result.candidate_insights))
+        self._graph(ctx, episode)
         for text in result.candidate_insights[:_INSIGHTS_PER_EPISODE]:
             if len(text) > MAX_CONTENT_CHARS:
                 log.warning("reflexion.insight.dropped", episode_id=episode.id,
@@ -236,6 +238,17 @@ class LLMPaths:
                 continue
             log.info("reflexion.insight", episode_id=episode.id,
                      decision=decision["decision"], entry_id=decision["id"])
+
+    def _graph(self, ctx: Context, episode: Episode) -> None:
+        """Seed 004's graph source 1: the facts the analysed episode states (``llm_graph``)."""
+        from curator.learn.llm_graph import assert_llm_triples
+
+        try:
+            assert_llm_triples(ctx, functools.partial(self.ask, "graph"), episode)
+        except LLMError as exc:
+            self._fallback("graph", exc, episode_id=episode.id)
+        except GrimoireError as exc:  # e.g. BusyError while shutting down: logged, dropped
+            log.warning("graph.llm.failed", episode_id=episode.id, error=str(exc))
 
     # -- (c) ExpeL prompt distillation + (d) causality judgement --------------------------
 
@@ -326,14 +339,15 @@ class LLMPaths:
         self._remember(self._judged, op.claim.key, verdict)
         return verdict
 
-    def judge_causality(self, cause: str, effect: str, **fields: Any
+    def judge_causality(self, cause: str, effect: str, path: str = "causes", **fields: Any
                         ) -> tuple[bool, str | None] | None:
         """Seed 001's "did X directly lead to Y?": (linked, relationship sentence), or None
-        when the LLM could not judge (logged and counted; the rule-based link stands)."""
+        when the LLM could not judge (logged and counted under ``path``; the rule-based
+        link stands)."""
         try:
-            return parse_causality(self.ask("causality", causality_messages(cause, effect)))
+            return parse_causality(self.ask(path, causality_messages(cause, effect)))
         except LLMError as exc:
-            self._fallback("causality", exc, **fields)
+            self._fallback(path, exc, **fields)
             return None
 
     # -- (e) hierarchical summaries -------------------------------------------------------

@@ -96,7 +96,7 @@ def test_a_failing_model_leaves_the_rule_based_links(g: Grimoire) -> None:
     before = g.context.semantic.edges_to(effect, [EdgeKind.AUTO])
     _settle(g)
     assert g.context.semantic.edges_to(effect, [EdgeKind.AUTO]) == before != []
-    assert g.status()["llm"]["paths"]["causality"]["fallbacks"] >= 1
+    assert g.status()["llm"]["paths"]["causes"]["fallbacks"] >= 1
 
 
 def test_a_named_cause_is_not_second_guessed(g: Grimoire) -> None:

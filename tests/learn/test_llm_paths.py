@@ -90,7 +90,10 @@ def stub() -> Iterator[str]:
 @pytest.fixture
 def g(tmp_path: Path, hash_embedder: HashEmbedder, stub: str) -> Iterator[Grimoire]:
     client = ChatClient(stub, "stub", retries=0, timeout_s=5.0, sleep=lambda s: None)
-    grimoire = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder, llm=client)
+    # A new event's auto-linked causes are judged too (test_llm_causes.py): left out here,
+    # where each test counts the prompts of the path it tests.
+    grimoire = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder, llm=client,
+                             changes={"llm.cause_candidates": 0})
     yield grimoire
     grimoire.close()
 
