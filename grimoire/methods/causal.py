@@ -39,7 +39,7 @@ from grimoire.context import Context
 from grimoire.errors import NotFoundError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.models.embedders import embed_one
-from grimoire.retrieval.auto_link import Event, predecessors
+from grimoire.retrieval.auto_link import predecessors_of
 from grimoire.retrieval.chain import ChainLink, walk_to_root
 from grimoire.retrieval.render import narrative
 from grimoire.retrieval.stages.records import BOOST_KINDS, Node, node
@@ -257,18 +257,16 @@ def _auto_edges(ctx: Context, episode_id: str, timestamp: int, vector: np.ndarra
     """Seed 000's inferred predecessors of one new episode (``skip``: a cause it names)."""
     cfg = ctx.config.retrieval
     window = cfg.auto_link_window_ms
-    recent = [e for e in ctx.episodes.recent(_AUTO_LINK_SCAN, since=timestamp - window)
-              if e.id not in (episode_id, skip) and e.timestamp < timestamp]
-    if not recent:
-        return []
-    vectors = ctx.episodes.vectors_for([e.id for e in recent])
-    events = [Event(e.id, e.timestamp, vectors[i]) for i, e in enumerate(recent)]
-    found = predecessors(Event(episode_id, timestamp, vector), events, window,
-                         cfg.auto_link_threshold, cfg.auto_link_min_similarity)
-    times = {e.id: e.timestamp for e in recent}
+    ids, times, vectors = ctx.episodes.recent_rows(_AUTO_LINK_SCAN, since=timestamp - window)
+    found = predecessors_of(timestamp, vector, ids, times, vectors, window,
+                            cfg.auto_link_threshold, cfg.auto_link_min_similarity,
+                            skip=frozenset(i for i in (episode_id, skip) if i))
+    # Only the strongest causal_max_fan_in can survive the bound: the rest are not written.
+    found = found[:cfg.causal_max_fan_in]
+    at = {ident: int(t) for ident, t in zip(ids, times, strict=True)}
     return [CausalEdge(cause, episode_id, EdgeKind.AUTO, weight,
                        f"auto-linked: preceded this {what}, close in time and meaning "
-                       f"(weight {weight:.3f})", timestamp - times[cause])
+                       f"(weight {weight:.3f})", timestamp - at[cause])
             for cause, weight in found]
 
 

@@ -26,11 +26,12 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from grimoire.errors import ValidationError
 from grimoire.retrieval.candidates import Vector
 
-__all__ = ["Event", "predecessors"]
+__all__ = ["Event", "predecessors", "predecessors_of"]
 
 _TEMPORAL_RATE = 2.4  # 0.05 per tick × 48 ticks: the seed's decay at the window's edge
 
@@ -65,4 +66,24 @@ def predecessors(
         weight = 0.5 * temporal + 0.5 * semantic
         if weight >= threshold:
             out.append((event.id, round(weight, 3)))
+    return sorted(out, key=lambda pair: (-pair[1], pair[0]))
+
+
+def predecessors_of(timestamp: int, vector: Vector, ids: list[str],
+                    times: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32],
+                    window_ms: int, threshold: float = 0.3, min_similarity: float = 0.3,
+                    skip: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+    """``predecessors`` over arrays (the write path's form: one matrix product, no
+    per-event objects); the same weights, order and rounding."""
+    if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 1:
+        raise ValidationError(f"must be an integer >= 1, got {window_ms!r}", field="window_ms")
+    if not ids:
+        return []
+    age = timestamp - times.astype(np.int64)
+    semantic = np.maximum(0.0, vectors @ np.asarray(vector, dtype=np.float32))
+    temporal = np.exp(-_TEMPORAL_RATE * age / window_ms)
+    weight = 0.5 * temporal + 0.5 * semantic
+    keep = (age > 0) & (age <= window_ms) & (semantic >= min_similarity) & (weight >= threshold)
+    out = [(ids[i], round(float(weight[i]), 3)) for i in np.flatnonzero(keep)
+           if ids[i] not in skip]
     return sorted(out, key=lambda pair: (-pair[1], pair[0]))

@@ -49,3 +49,30 @@ def test_semantic_gate_and_the_seed_ungated_form() -> None:
 def test_bad_window_is_refused() -> None:
     with pytest.raises(ValidationError, match="window_ms"):
         predecessors(Event("n", NOW), [], 0)
+
+
+def test_the_array_form_proposes_what_the_event_form_does() -> None:
+    """The write path's ``predecessors_of`` (one matrix product over the store's rows) is
+    ``predecessors`` exactly: same causes, weights, rounding and order."""
+    import numpy as np
+
+    from grimoire.retrieval.auto_link import predecessors_of
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        n = int(rng.integers(0, 40))
+        vectors = rng.normal(size=(n + 1, 8)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors[1:n // 2 + 1] = vectors[0] + 0.3 * vectors[1:n // 2 + 1]  # some similar ones
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        times = NOW - rng.integers(-HOUR // 4, 2 * HOUR, size=n)
+        ids = [f"e{trial}-{i}" for i in range(n)]
+        events = [Event(ids[i], int(times[i]), vectors[i + 1]) for i in range(n)]
+        expected = predecessors(Event("new", NOW, vectors[0]), events, HOUR, 0.3, 0.2)
+        assert predecessors_of(NOW, vectors[0], ids, times.astype(np.int64), vectors[1:],
+                               HOUR, 0.3, 0.2) == expected
+        if expected:
+            first = expected[0][0]
+            assert first not in dict(predecessors_of(
+                NOW, vectors[0], ids, times.astype(np.int64), vectors[1:], HOUR, 0.3, 0.2,
+                skip=frozenset({first})))

@@ -409,6 +409,19 @@ class EpisodeStore:
         order = np.lexsort((positions, snap.timestamp[positions]))[-n:]
         return self._index.episodes(snap, positions[order].tolist())
 
+    def recent_rows(self, n: int, *, since: int | None = None
+                    ) -> tuple[list[str], npt.NDArray[np.int64], F32]:
+        """The ``n`` newest episodes' ids, timestamps and vectors (as ``vectors_for``),
+        newest last, without building the episodes: the write path's cheap look-back."""
+        n = check_k(n)
+        snap = self._index.snap
+        positions = self._positions(snap, EpisodeFilter(since_ms=since))
+        if n == 0 or positions.size == 0:
+            return [], np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+        chosen = positions[np.lexsort((positions, snap.timestamp[positions]))[-n:]]
+        return ([snap.id_at(int(p)) for p in chosen], snap.timestamp[chosen].astype(np.int64),
+                snap.rows()[chosen.tolist()])
+
     def scan(self, since_ms: int | None = None) -> Iterator[Episode]:
         """Every episode (timestamp >= since_ms if given) in append order, from a snapshot."""
         snap = self._index.snap
