@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import structlog
+import yaml
 from bench_learning import T0, planted_of
 from benches.sim_oracle import claim_for
 
@@ -359,16 +360,24 @@ def measure(g: Grimoire, world: World, embedder: Embedder, seed: int, draws: int
     return out
 
 
-def run(name: str, seed: int, ticks: int, embedder: Embedder, draws: int) -> dict[str, Any]:
+def run(name: str, seed: int, ticks: int, embedder: Embedder, draws: int,
+        overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     scenario = load_scenario(name)
     clock = FrozenClock(T0)
     with tempfile.TemporaryDirectory() as tmp:
         config = Config(data_dir=str(Path(tmp) / "g")).replace(**{
-            "episodes.flush_rows": 4096, "episodes.flush_ms": 10**12})
+            "episodes.flush_rows": 4096, "episodes.flush_ms": 10**12, **(overrides or {})})
         with Grimoire.open(config=config, clock=clock, embedder=embedder) as g:
             world = learn(g, clock, scenario, seed, ticks)
             row = measure(g, world, embedder, seed, draws)
     return {"scenario": name, "seed": seed, "ticks": ticks, **row}
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SystemExit(f"--set wants KEY=YAML, got {text!r}")
+    return key.strip(), yaml.safe_load(value)
 
 
 def _mean(values: list[Any]) -> str:
@@ -386,7 +395,11 @@ def main() -> None:
     parser.add_argument("--real-model", action="store_true", help="bundled MiniLM, not hashing")
     parser.add_argument("--quick", action="store_true",
                         help="seed 1, at most 600 ticks, 5 draws per planted rule")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
+                        help="a config setting for every run, e.g. --set curator.graph_fill=false "
+                        "(repeatable; for ablations)")
     args = parser.parse_args()
+    overrides = dict(_setting(text) for text in args.set)
     if args.quick:
         args.seeds, args.draws = args.seeds[:1], min(args.draws, 5)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -396,7 +409,7 @@ def main() -> None:
         horizon = load_scenario(name).horizon_ticks or 2000
         ticks = min(args.ticks or horizon, 600 if args.quick else 10**9)
         for seed in args.seeds:
-            rows.append(run(name, seed, ticks, embedder, args.draws))
+            rows.append(run(name, seed, ticks, embedder, args.draws, overrides))
             print(f"done: {name} seed {seed}", file=sys.stderr, flush=True)
     head = (f"{'scenario':16} {'seed':>4} {'ticks':>5} {'recall@3':>8} {'n':>4} "
             f"{'unlearned':>9} {'near miss':>9} {'neutral/call':>12} {'untrue':>6} "

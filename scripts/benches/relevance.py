@@ -7,7 +7,8 @@ Drives the market simulator (the README demo's feed, default scenario) through t
 facade tick by tick with the daemon's default config (curator every 50 ticks) and the
 bundled model, FrozenClock advanced by the scenario's tick. Then prints:
 
-- causal edges by kind, edges per episode, the largest and mean fan-in;
+- causal edges by kind, edges per episode, the largest and mean fan-in; the knowledge
+  graph's triples (what the curator's graph phase wrote: nothing is asserted by hand);
 - for up to ``--queries`` distinct event texts (not observations): the rank of the
   first item carrying that exact text when the text itself is the query (goal: 1), and
   whether the printed scores are non-increasing down the answer (goal: always).
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
+import yaml
 
 from benches import apply_quick
 from grimoire.clock import FrozenClock
@@ -39,13 +41,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="300 ticks, 15 queries")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
+                        help="a config setting, e.g. --set 'retrieval.auto_link_types=[action]' "
+                        "(repeatable; for ablations)")
     args = parser.parse_args(argv)
+    overrides = {}
+    for text in args.set:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set wants KEY=YAML, got {text!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
     if args.quick:
         apply_quick(parser, args, {"ticks": 300, "queries": 15})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     clock = FrozenClock(T0)
     with tempfile.TemporaryDirectory(prefix="bench-relevance-") as tmp, Grimoire.open(
-            config=Config(data_dir=str(Path(tmp) / "g")), clock=clock,
+            config=Config(data_dir=str(Path(tmp) / "g")).replace(**overrides), clock=clock,
             embedder=FastEmbedEmbedder()) as g:
         feed = SimFeed(load_scenario("default"), args.seed)
         for tick in range(1, args.ticks + 1):
@@ -63,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{len(edges)} causal edges {kinds}, {len(edges) / max(1, len(episodes)):.2f} "
               f"per episode, fan-in max {max(fan.values(), default=0)}, mean "
               f"{sum(fan.values()) / max(1, len(fan)):.1f}")
+        graph = ctx.graph.stats()
+        print(f"knowledge graph: {graph['triples']} triples ({graph['open']} open, "
+              f"{graph['closed']} closed) on {graph['subjects']} subjects, none asserted by hand")
         texts = sorted({e.text for e in episodes if e.type.value != "observation"})
         step = max(1, len(texts) // args.queries)
         firsts, ordered, asked = 0, 0, 0
