@@ -250,3 +250,26 @@ def test_inferred_edges_no_decision_used_are_pruned_after_their_ttl(
     g.episode_write(text="another quiet hour on every chain")
     assert run_cycle(g.context)["phases"]["edges"]["pruned"] == 1
     assert semantic.get_edge(served_cause, served, EdgeKind.AUTO) is None
+
+
+def test_retrieval_walks_an_observations_inferred_causes_only_when_asked(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Every observation is auto-linked, but the top episode retrieval picks by itself does
+    not pull in its auto-linked causes (they reordered every answer by the turns before it);
+    the same walk runs when the caller names the event, and the chain has them."""
+    cause = g.episode_write(text="eth oracle price lagging behind spot again")["id"]
+    clock.advance(MINUTE)
+    effect = g.episode_write(text="eth oracle price lag seen on the lending market")["id"]
+    assert g.context.semantic.edges_to(effect, [EdgeKind.AUTO])
+    implicit = g.retrieve(query="eth oracle price lag seen on the lending market", k=3)
+    assert implicit["trace"]["event_id"] == effect and implicit["trace"]["ancestors"] == 0
+    named = g.retrieve(query="eth oracle price lag seen on the lending market", k=3,
+                       event_id=effect)
+    assert named["trace"]["ancestors"] == 1
+    assert [s["id"] for s in g.causal_chain(id=effect)["chain"]] == [cause, effect]
+    # an event's auto-linked causes are walked as before
+    clock.advance(MINUTE)
+    alert = g.episode_write(text="eth oracle price lag alert on the lending market",
+                            type="clade_alert")["id"]
+    event = g.retrieve(query="eth oracle price lag alert on the lending market", k=3)
+    assert event["trace"]["event_id"] == alert and event["trace"]["ancestors"] >= 1

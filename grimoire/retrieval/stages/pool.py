@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from grimoire.context import Context
 from grimoire.gate.decay import effective_confidence, half_life_ms
-from grimoire.records import Episode, GrimoireEntry
+from grimoire.records import Episode, EpisodeType, GrimoireEntry
 from grimoire.retrieval.candidates import Candidate, Vector, from_entry, from_episode
 from grimoire.retrieval.causal_additive import witness_ids
 from grimoire.retrieval.causal_boost import Ancestor, AncestorVector, backward_bfs
@@ -38,6 +38,7 @@ from grimoire.retrieval.stages.records import (
 from grimoire.retrieval.stages.sources import Pool, entry_filter, entry_ok, episode_ok
 from grimoire.retrieval.stages.support import entry_vectors, pad_of_tag
 from grimoire.stores.semantic.mentions import Version, version_of
+from grimoire.stores.semantic.types import EdgeKind
 
 __all__ = ["ancestors", "backend_ranks", "candidates"]
 
@@ -120,17 +121,26 @@ def candidates(ctx: Context, req: RetrieveRequest, pool: Pool, now: int,
     return out
 
 
-def _walk(ctx: Context, start: str, at: int | None) -> list[Ancestor]:
+# An observation's auto-linked causes (every observation has some: seed 001's add_event
+# searches them) are walked on the chains the caller asks for (an event_id, causal.chain,
+# causal.consequences), not from the top episode retrieval picks by itself: there they
+# reordered every answer by the turns before it (LoCoMo dev, one conversation, R@10
+# 0.742 -> 0.520 with them; bench_recall.py --quick).
+_IMPLICIT_OBSERVATION_KINDS = tuple(k for k in BOOST_KINDS if k is not EdgeKind.AUTO)
+
+
+def _walk(ctx: Context, start: str, at: int | None,
+          kinds: Sequence[EdgeKind] = BOOST_KINDS) -> list[Ancestor]:
     max_depth = ctx.config.retrieval.causal_max_depth
     if max_depth < 1:
         return []
     if at is None:  # one query per depth level
         hops = ctx.semantic.causal_bfs(start, direction="backward", max_depth=max_depth,
-                                       kinds=BOOST_KINDS)
+                                       kinds=kinds)
         return [Ancestor(h.node_id, h.depth, h.path_weight) for h in hops][:_MAX_ANCESTORS]
 
     def edges_to(item_id: str) -> list[tuple[str, float]]:
-        return [(e.cause_id, e.weight) for e in ctx.semantic.edges_to(item_id, BOOST_KINDS)
+        return [(e.cause_id, e.weight) for e in ctx.semantic.edges_to(item_id, kinds)
                 if e.created_at <= at]
 
     return backward_bfs([start], edges_to, max_depth, _MAX_ANCESTORS)
@@ -138,8 +148,16 @@ def _walk(ctx: Context, start: str, at: int | None) -> list[Ancestor]:
 
 def ancestors(ctx: Context, req: RetrieveRequest, start: str, cands: dict[str, Candidate],
               now: int, kinds: Sequence[str]) -> list[AncestorVector]:
-    """The event's causal ancestors with vectors; those that pass the filters join ``cands``."""
-    found = _walk(ctx, start, req.at)
+    """The event's causal ancestors with vectors; those that pass the filters join ``cands``.
+
+    From an observation retrieval picked itself (no ``event_id``), its auto-linked causes
+    are not followed (``_IMPLICIT_OBSERVATION_KINDS``)."""
+    kinds = BOOST_KINDS
+    if req.event_id is None:
+        picked = episode_by_id(ctx, start)
+        if picked is not None and picked.type is EpisodeType.OBSERVATION:
+            kinds = _IMPLICIT_OBSERVATION_KINDS
+    found = _walk(ctx, start, req.at, kinds)
     if not found:
         return []
     pool = Pool()
