@@ -10,7 +10,7 @@ touches the network. With an LLM:
     extraction) for actions whose verdict calls for interpretation, on a
     worker thread with a bounded queue; candidate insights enter through the
     gate at confidence 0.5; then the knowledge-graph triples the episode states
-    (seed 004's graph source 1, ``curator.learn.llm_graph``);
+    (seed 004's graph source 1, ``curator.learn.analysis_triples``);
 (c) ExpeL prompt distillation: the model proposes claims, ``verify``
     keeps those the episodes support and gives them the data's numbers, and
     they become the same ``Operation`` objects as the rule-based extractor's
@@ -240,8 +240,9 @@ class LLMPaths:
                      decision=decision["decision"], entry_id=decision["id"])
 
     def _graph(self, ctx: Context, episode: Episode) -> None:
-        """Seed 004's graph source 1: the facts the analysed episode states (``llm_graph``)."""
-        from curator.learn.llm_graph import assert_llm_triples
+        """Seed 004's graph source 1: the facts the analysed episode states
+        (``analysis_triples``)."""
+        from curator.learn.analysis_triples import assert_llm_triples
 
         try:
             assert_llm_triples(ctx, functools.partial(self.ask, "graph"), episode)
