@@ -371,6 +371,11 @@ class RetrievalConfig:
         "the semantic one above the query's mean cosine to stored episodes); boosts reorder "
         "relevant items but never lift another above them (except a 'why' question's or an "
         "event_id's causal chain)")
+    region_rank: bool = opt(
+        False, "deciding mode: scale an entry whose claim names an action by 0.5 + how far "
+        "the query region's outcomes agree with it (1 - P(success) for a warning, "
+        "P(success) for a recommendation), within its relevance tier. Off: measured by "
+        "scripts/bench_decision.py (see README, 'Region P(success)'), it did not help")
     supersede: bool = opt(
         True, "newer facts first: a later statement (not an action) by the same actor that "
         "restates an earlier one with a changed value ranks just above it; off for "

@@ -112,7 +112,7 @@ from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entrie
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event
-from grimoire.retrieval.stages.region import region_for
+from grimoire.retrieval.stages.region import region_agreement, region_for
 from grimoire.retrieval.stages.relevance import gate
 from grimoire.retrieval.stages.sources import (
     Pool,
@@ -393,6 +393,8 @@ def _rank(ctx: Context, run: _Run) -> None:
     assert run.query_vector is not None
     run.scores, tiers, run.factors = gate(ctx, req.query, run.query_vector, pooled, boosted,
                                           factors, chain=chain, why=why or anchored)
+    if cfg.region_rank and req.mode == "deciding":
+        boosted, run.scores, run.factors = _by_region(ctx, run, boosted, tiers)
     if cfg.supersede and req.at is None and run.window is None:
         # Newer facts first, for questions about the current state (not with ``at`` or a
         # time window: those ask about the past).
@@ -420,6 +422,21 @@ def _rank(ctx: Context, run: _Run) -> None:
     # MMR chose the items; the score that ranks orders them (and is the one printed).
     run.chosen.sort(key=lambda i: (-run.scores[i], i))
     run.lap("rank", started)
+
+
+def _by_region(ctx: Context, run: _Run, boosted: Mapping[str, float],
+               tiers: Mapping[str, int]) -> tuple[dict[str, float], dict[str, float],
+                                                  dict[str, Breakdown]]:
+    """``retrieval.region_rank``: each advising entry's boosted score × (0.5 + agreement),
+    then the ranking scores again (the tier is kept, so relevance still comes first)."""
+    agreement = region_agreement(ctx, run.query_vector, run.pool.entries)
+    out, factors = dict(boosted), dict(run.factors)
+    for item, value in agreement.items():
+        if item in out:
+            out[item] *= 0.5 + value
+            factors[item] = {**factors.get(item, {}), "region_rank": {
+                "value": value, "multiplier": 0.5 + value}}
+    return out, gated({i: out[i] for i in run.scores}, tiers), factors
 
 
 def _respond(ctx: Context, run: _Run) -> dict[str, Any]:

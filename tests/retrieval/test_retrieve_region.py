@@ -177,3 +177,32 @@ def test_unreadable_or_foreign_model_is_ignored(g: Grimoire, clock: FrozenClock)
     ctx.writer.call(lambda: ctx.semantic.set_meta(REGIONS_KEY, model.to_dict()))
     pipeline_region.forget_region_model(ctx)
     assert g.retrieve(query=QUERY, mode="browse")["region"]["id"] == _query_region(g, model)
+
+
+def test_region_rank_scales_advice_by_the_regions_outcomes(
+        tmp_path: Path, clock: FrozenClock) -> None:
+    """``retrieval.region_rank`` on, deciding mode: a recommendation of an action that fails
+    in the query's region is scaled by 0.5 + P(success), a warning against it by
+    0.5 + (1 − P(success)); relevance tiers are kept. Off (the default): no such factor."""
+    for on in (True, False):
+        gen = grimoire_at(tmp_path / str(on), clock, **{"curator.regions": 2,
+                                                        "retrieval.region_rank": on})
+        g = next(gen)
+        try:
+            world = _world(g, clock)
+            warn = put(g, content="avoid bridging when gas fees spike in the mempool",
+                       category=Category.WARNING, claim=_claim("Bridge")).id
+            model = _learn_regions(g)
+            p = model.p_success(_query_region(g, model), "bridge")
+            items = {i["id"]: i for i in g.retrieve(query=QUERY, mode="deciding", **BIG)[
+                "items"]}
+            if on:
+                assert items[world["bridge"]]["factors"]["region_rank"]["multiplier"] == (
+                    pytest.approx(0.5 + p))
+                assert items[warn]["factors"]["region_rank"]["multiplier"] == (
+                    pytest.approx(1.5 - p))
+                assert "region_rank" not in items[world["plain"]]["factors"]
+            else:
+                assert all("region_rank" not in i["factors"] for i in items.values())
+        finally:
+            gen.close()

@@ -13,11 +13,16 @@
   P(success | region, action).
 - ``annotate``: ``region_p_success`` in the factor breakdown of entries whose
   structured claim names an action (``claim.condition["action"]``):
-  information only, it carries no weight or multiplier and never changes a
-  score or the order (ranking weights are SPEC §9's, learned online).
+  information by default, it carries no weight and never changes a score or the order.
+- ``region_agreement``: with ``retrieval.region_rank`` on, in deciding mode, how far the
+  region's outcomes agree with each such entry's advice: ``1 − P(success)`` for a warning
+  against the action, ``P(success)`` for a rule that recommends it. The pipeline scales
+  the entry's boosted score by ``0.5 + agreement`` (within its relevance tier: it never
+  lifts an entry over a more relevant item). Off by default: ``bench_decision.py`` measured
+  no gain (the config help records the numbers).
 
 No model, an unfitted one, an unreadable one or a query of another
-dimension: no block and no factor. Must not rank or write.
+dimension: no block and no factor. Must not write.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from grimoire.retrieval.candidates import Breakdown
 from grimoire.retrieval.regions import REGIONS_META, RegionView
 
 __all__ = ["BEST_ACTIONS", "FACTOR", "annotate", "forget_region_model", "query_region",
-           "region_block", "region_for", "region_model"]
+           "region_agreement", "region_block", "region_for", "region_model"]
 
 log = get_logger(__name__)
 
@@ -131,3 +136,24 @@ def region_for(ctx: Context, vector: npt.ArrayLike | None, entry_ids: Sequence[s
     annotate(model, region, [e for e in (known.get(i) or loaded.get(i) for i in entry_ids)
                              if e is not None], factors)
     return region_block(model, region)
+
+
+def region_agreement(ctx: Context, vector: npt.ArrayLike | None,
+                     entries: Mapping[str, GrimoireEntry]) -> dict[str, float]:
+    """Per entry whose claim names an action: how far the query region's outcomes agree
+    with its advice (``1 − P(success)`` for a warning, ``P(success)`` otherwise); empty
+    without a usable model."""
+    model = None if vector is None else region_model(ctx)
+    if model is None or vector is None:
+        return {}
+    region = query_region(model, vector)
+    if region is None:
+        return {}
+    out: dict[str, float] = {}
+    for entry in entries.values():
+        action = _claim_action(entry)
+        if action is None:
+            continue
+        p = model.p_success(region, action)
+        out[entry.id] = 1.0 - p if entry.category.value == "warning" else p
+    return out
