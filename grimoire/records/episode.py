@@ -55,6 +55,9 @@ class Episode:
     causal_hint: str | None = None  # id of an episode the writer believes caused this one
     thread: str | None = None  # the conversation, session or task it belongs to (API.md)
     actor: str | None = None  # who spoke or acted
+    # Set by the write path, not the writer's claim: ``untrusted:instructions`` when the text
+    # instructs a model (grimoire.guard.instructions). A caller's own marks are kept too.
+    marks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, as returned over the socket."""
@@ -82,6 +85,7 @@ class Episode:
             "causal_hint": self.causal_hint,
             "thread": self.thread,
             "actor": self.actor,
+            "marks": list(self.marks),
         }
 
 
@@ -135,6 +139,20 @@ def _number_map(params: Mapping[str, Any], name: str) -> dict[str, float]:
     return out
 
 
+MAX_MARKS = 8
+
+
+def _marks(params: Mapping[str, Any]) -> tuple[str, ...]:
+    value = params.get("marks") or ()
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(m, str) and 0 < len(m) <= 64 for m in value):
+        raise ValidationError("must be a list of non-empty strings of <= 64 chars",
+                              field="marks")
+    if len(value) > MAX_MARKS:
+        raise ValidationError(f"more than {MAX_MARKS} marks", field="marks")
+    return tuple(dict.fromkeys(require_unicode(m, "marks") for m in value))
+
+
 def episode_from_params(params: Mapping[str, Any], *, id: str, now_ms: int) -> Episode:
     """Validate the ``episode.write`` parameters and build an Episode.
 
@@ -185,4 +203,5 @@ def episode_from_params(params: Mapping[str, Any], *, id: str, now_ms: int) -> E
         causal_hint=_opt_str(params, "causal_hint"),
         thread=_opt_str(params, "thread"),
         actor=_opt_str(params, "actor"),
+        marks=_marks(params),
     )

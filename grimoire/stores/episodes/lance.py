@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grimoire.errors import StoreError
-from grimoire.stores.episodes.schema import V2_FIELDS, check_identity, row_schema
+from grimoire.stores.episodes.schema import ADDED_FIELDS, V2_FIELDS, check_identity, row_schema
 
 __all__ = ["TABLE_DIR", "TABLE_NAME", "LanceEpisodes"]
 
@@ -109,17 +109,20 @@ class LanceEpisodes:
             raise StoreError(f"cannot fsync {directory}: {exc}") from exc
 
     def _migrate(self) -> None:
-        """Schema 1 → 2: add the ``thread`` and ``actor`` columns (null for every old row).
+        """Schema 1 → 2 → 3: add each version's columns (null for every old row): 2 the
+        ``thread`` and ``actor`` columns, 3 ``marks``.
 
         LanceDB adds columns in one new table version (atomic: a crash leaves the old
-        version). The table's metadata keeps saying version 1 (LanceDB cannot rewrite it);
-        the columns are what tells the versions apart, and an older Grimoire refuses the
-        migrated table in ``_check_columns`` with a clear message.
+        version, and the next open adds them again). The table's metadata keeps saying the
+        version it was created at (LanceDB cannot rewrite it); the columns are what tells
+        the versions apart, and an older Grimoire refuses the migrated table in
+        ``_check_columns`` with a clear message.
         """
-        have = {f.name for f in self._table.schema}
-        missing = [f for f in V2_FIELDS if f.name not in have]
-        if missing and len(missing) == len(V2_FIELDS):
-            self._table.add_columns(missing)
+        for added in ADDED_FIELDS:  # oldest first: add_columns appends, so the order holds
+            have = {f.name for f in self._table.schema}
+            missing = [f for f in added if f.name not in have]
+            if missing and len(missing) == len(added):
+                self._table.add_columns(missing)
 
     def _check_read_only_columns(self) -> None:
         have = {f.name for f in self._table.schema}
@@ -128,11 +131,14 @@ class LanceEpisodes:
                 f"{self.root} is at episode schema version 1 (no thread and actor columns); "
                 "a read-only open does not migrate it: the daemon migrates it on its next "
                 "start (grimoire run), then it can be read")
-        self._check_columns()
+        # Later columns (marks) may be missing: the reader sees them empty until the
+        # daemon's next start adds them.
+        later = {f.name for added in ADDED_FIELDS[1:] for f in added}
+        self._check_columns(absent_ok=later - have)
 
-    def _check_columns(self) -> None:
+    def _check_columns(self, absent_ok: Collection[str] = ()) -> None:
         found = {f.name: f.type for f in self._table.schema}
-        want = {f.name: f.type for f in self.schema}
+        want = {f.name: f.type for f in self.schema if f.name not in absent_ok}
         if found != want:
             missing = sorted(set(want) - set(found))
             raise StoreError(
@@ -269,7 +275,8 @@ class LanceEpisodes:
         """
         if self._table is None:
             return self.schema.empty_table().drop_columns(["vector"])
-        columns = [f.name for f in self.schema if f.name != "vector"]
+        have = set(self._table.schema.names)  # a read-only open of an older table: fewer
+        columns = [f.name for f in self.schema if f.name != "vector" and f.name in have]
         try:
             if self.read_only:
                 self._table.checkout_latest()

@@ -33,11 +33,13 @@ from grimoire.errors import (
 from grimoire.records import Episode, EpisodeType, Importance, Outcome, Regime
 
 __all__ = [
+    "ADDED_FIELDS",
     "EPISODE_SCHEMA_VERSION",
     "META_DIM",
     "META_MODEL",
     "META_VERSION",
     "V2_FIELDS",
+    "V3_FIELDS",
     "check_identity",
     "check_k",
     "check_vectors",
@@ -49,7 +51,8 @@ __all__ = [
     "validate_episode",
 ]
 
-EPISODE_SCHEMA_VERSION = 2  # 2: the optional ``thread`` and ``actor`` columns (after ``vector``)
+# 2: the optional ``thread`` and ``actor`` columns (after ``vector``); 3: ``marks`` (after them)
+EPISODE_SCHEMA_VERSION = 3
 META_VERSION = b"grimoire.schema_version"
 META_MODEL = b"grimoire.embedding_model"
 META_DIM = b"grimoire.embedding_dim"
@@ -91,7 +94,14 @@ V2_FIELDS: tuple[pa.Field, ...] = (
     pa.field("thread", pa.string()),
     pa.field("actor", pa.string()),
 )
-ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in (*_ROW_FIELDS, *V2_FIELDS))
+# Added by schema version 3: what the write path marked in the text (``untrusted:instructions``
+# when it instructs a model, ``grimoire.guard.instructions``); null when nothing was marked.
+V3_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("marks", pa.list_(pa.string())),
+)
+# The columns each migration appends, oldest first (LanceDB's add_columns appends).
+ADDED_FIELDS: tuple[tuple[pa.Field, ...], ...] = (V2_FIELDS, V3_FIELDS)
+ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in (*_ROW_FIELDS, *V2_FIELDS, *V3_FIELDS))
 _OPTIONAL_STR = ("ref", "tool", "chain", "token_pair", "strategy", "emotional_tag", "causal_hint")
 _OPTIONAL_INT = ("tick_id", "valid_from", "valid_until")
 
@@ -102,6 +112,7 @@ def row_schema(*, model_id: str, dim: int, with_vector: bool = True) -> pa.Schem
     if with_vector:
         fields.append(pa.field("vector", pa.list_(pa.float32(), dim), nullable=False))
     fields.extend(V2_FIELDS)
+    fields.extend(V3_FIELDS)
     metadata = {
         META_VERSION: str(EPISODE_SCHEMA_VERSION).encode(),
         META_MODEL: model_id.encode(),
@@ -229,6 +240,10 @@ def validate_episode(ep: object, where: str = "episodes") -> Episode:
         _check_float(ep.gain, "gain")
     _check_map(ep.metrics, "metrics")
     _check_map(ep.prediction, "prediction")
+    if not isinstance(ep.marks, tuple | list) or not all(isinstance(m, str) for m in ep.marks):
+        raise ValidationError("must be a tuple of strings", field="marks")
+    for mark in ep.marks:
+        _check_utf8(mark, "marks")
     return ep
 
 
@@ -291,6 +306,7 @@ def _columns(episodes: Sequence[Episode], seqs: Sequence[int]) -> dict[str, list
         "causal_hint": [e.causal_hint for e in episodes],
         "thread": [e.thread for e in episodes],
         "actor": [e.actor for e in episodes],
+        "marks": [list(e.marks) or None for e in episodes],  # null: dropped when all null
     }
 
 
@@ -341,6 +357,7 @@ def _episode_from_row(row: Mapping[str, Any]) -> Episode:
         causal_hint=row["causal_hint"],
         thread=row.get("thread"),  # absent from version-1 journal rows
         actor=row.get("actor"),
+        marks=tuple(row.get("marks") or ()),  # absent before version 3
     )
 
 

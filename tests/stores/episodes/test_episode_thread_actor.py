@@ -7,7 +7,7 @@ from pathlib import Path
 import lancedb
 
 from grimoire.records import episode_from_params
-from grimoire.stores.episodes.schema import V2_FIELDS
+from grimoire.stores.episodes.schema import V2_FIELDS, V3_FIELDS
 from tests.stores.episodes.test_episode_store import add, make_episode, open_store
 
 
@@ -36,7 +36,7 @@ def test_a_version_1_table_gains_the_columns_and_keeps_its_rows(tmp_path: Path) 
         add(store, old)
         store.flush()
     table = lancedb.connect(str(tmp_path)).open_table("episodes")
-    table.drop_columns([f.name for f in V2_FIELDS])  # what a version-1 table looks like
+    table.drop_columns([f.name for f in (*V2_FIELDS, *V3_FIELDS)])  # a version-1 table
     assert "thread" not in table.schema.names
     new = make_episode(text="after it", thread="t", actor="a")
     with open_store(tmp_path) as store:
