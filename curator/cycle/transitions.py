@@ -25,6 +25,8 @@ by that verdict alone (``reversal_reason``), whatever its confidence: its ✓ co
 before the change still outweigh one cycle's ✗, and confidence is a function of the
 evidence, not a lever to push a claim out with. It is not promoted again while reversed;
 re-finding it after the change (the world turned back) clears the mark.
+An entry marked untrusted (its text instructs a model, ``grimoire.guard.instructions``) is
+never promoted, and an active one is demoted at the next cycle, whatever its numbers.
 Promotion and demotion can never both fire for the same state (a tested
 invariant), so nothing flaps within a cycle.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from grimoire.config import CuratorConfig
+from grimoire.guard.instructions import is_marked
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
 
 __all__ = [
@@ -97,6 +100,8 @@ def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
     """Why a candidate or demoted entry becomes active now, or None."""
     if entry.status not in _OPEN or is_summary(entry) or is_reversed(entry):
         return None
+    if is_marked(entry.tags):  # text that instructs a model is kept, never made a rule
+        return None
     if is_derived(entry) and not parent_active:
         return None
     if entry.category is Category.WARNING:
@@ -125,6 +130,8 @@ def demotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
     reversed_ = reversal_reason(entry)
     if reversed_ is not None:
         return reversed_
+    if is_marked(entry.tags):  # marked after it was active (older data, a later detector)
+        return "its text instructs a model (marked untrusted): never a rule"
     if is_derived(entry) and not parent_active:
         return "the insight it was derived from is no longer active"
     if entry.category is Category.WARNING:

@@ -27,6 +27,7 @@ from curator.hierarchy.episode_clusters import Cluster, cluster_episodes
 from grimoire.clock import MS_PER_DAY
 from grimoire.config import CuratorConfig
 from grimoire.errors import LLMError, ValidationError
+from grimoire.guard.instructions import is_marked
 from grimoire.logs import get_logger
 from grimoire.records import Episode, GrimoireEntry, Regime
 
@@ -96,7 +97,10 @@ def l1_summary(
         raise ValidationError("cluster does not index into these episodes", field="cluster")
     members = [episodes[i] for i in cluster.indices]
     closest = sorted(range(cluster.size), key=lambda j: (-cluster.similarities[j], j))
-    quotes = [members[j].text for j in closest[: max(0, examples)]]
+    # Text marked as instructing a model is counted, never quoted (it would come back as
+    # the summary's own words): grimoire.guard.instructions.
+    quotes = [members[j].text for j in closest
+              if not is_marked(members[j].marks)][: max(0, examples)]
     shared = txt.shared_fields(members)
     facts = " ".join(part for part in (
         f"{len(members)} episodes, {txt.period(members)}:",
@@ -106,7 +110,7 @@ def l1_summary(
     ) if part)
     extractive = facts + (txt.GIST_MARK + " " + "; ".join(f"“{txt.quote(q)}”" for q in quotes) + "."
                           if quotes else "")
-    content = _with_llm(llm, 1, extractive, [m.text for m in members])
+    content = _with_llm(llm, 1, extractive, [m.text for m in members if not is_marked(m.marks)])
     return SummaryDraft(
         content=content,
         level=1,

@@ -69,6 +69,7 @@ from grimoire.config import DistillerConfig, LLMConfig
 from grimoire.context import Context
 from grimoire.errors import GrimoireError, LLMError
 from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
+from grimoire.guard.instructions import is_marked
 from grimoire.logs import get_logger
 from grimoire.models.llm import LLM
 from grimoire.records import Category, Episode, Provenance, Regime
@@ -331,6 +332,8 @@ class LLMPaths:
         if not pairs:
             return None
         cause, effect = by_id[pairs[-1][0]], by_id[pairs[-1][1]]
+        if is_marked(cause.marks) or is_marked(effect.marks):
+            return None  # marked text is not shown to the model; the statistical link stands
         try:
             verdict = parse_causality(self.ask("causality",
                                                causality_messages(cause.text, effect.text)))

@@ -33,6 +33,7 @@ from typing import Any
 from curator.distiller.features import actions_of
 from curator.views.render import format_number
 from grimoire.errors import LLMError
+from grimoire.guard.instructions import is_marked
 from grimoire.models.llm import parse_json_answer
 from grimoire.records import Episode, EpisodeType, Outcome
 
@@ -157,8 +158,10 @@ def expel_messages(episodes: Sequence[Episode], strategy: str | None, *, max_cla
     metrics = _metric_lines(episodes, skip_metrics)
     if metrics:
         lines += ["Metric means (overall; by regime; by time of day):", *metrics]
+    # Text marked as instructing a model never reaches the model that proposes rules.
+    quoted = [ep for ep in episodes if not is_marked(ep.marks)][-sample:]
     lines += ["Most recent episodes:",
-              *(f"  [{_time(ep.timestamp)}] {_clip(ep.text)}" for ep in episodes[-sample:])]
+              *(f"  [{_time(ep.timestamp)}] {_clip(ep.text)}" for ep in quoted)]
     task = (
         f"Propose at most {max_claims} regularities the agent could act on. Conditions use only "
         "these keys: regime, token_pair, chain, tool, action (strings), hour_window "

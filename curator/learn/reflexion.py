@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from grimoire.errors import ConfigError, LLMError, ValidationError
+from grimoire.guard.instructions import is_marked
 from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType, Importance, Outcome
 
@@ -223,7 +224,7 @@ def reflect(episode: Episode, invariants: Invariants, *, llm: LLM | None = None)
                     invariant=incident.invariant, observed=incident.observed,
                     limit=incident.limit)
     result = ReflexionResult(episode.id, devs, incidents, verdict)
-    if llm is None:
+    if llm is None or is_marked(episode.marks):  # marked text never reaches the model
         return result
     return _llm_steps(episode, result, llm)
 

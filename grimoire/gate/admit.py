@@ -8,7 +8,9 @@ quarantine), logging the decision with its five factor values. The gate and the 
 together on the writer thread, so two identical proposals cannot both be admitted.
 
 The one module of the gate that writes: it applies the decision through the context's
-semantic store. The API method (``grimoire.methods.entry``) validates params into a
+semantic store. A proposal whose text instructs a model, or that was made from marked
+text, is tagged ``untrusted:instructions`` here, on every path (``grimoire.guard``).
+The API method (``grimoire.methods.entry``) validates params into a
 ``Proposal`` and calls it; so do the curator's learners.
 """
 
@@ -26,6 +28,7 @@ from grimoire.gate.admission import AdmissionDecision, Candidate, Neighbour, ass
 from grimoire.gate.decay import default_decay_class, effective_confidence
 from grimoire.gate.decay import initial_confidence as provenance_confidence
 from grimoire.gate.quality import score_quality
+from grimoire.guard.instructions import MARK, instructs, is_marked
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
 from grimoire.records import (
@@ -110,6 +113,37 @@ def _merge(ctx: Context, target_id: str, p: Proposal, now: int) -> None:
         target, parent_episode_ids=parents, updated_at=now))
 
 
+def _marked(ctx: Context, p: Proposal) -> Proposal:
+    """``p`` with ``MARK`` in its tags when its text instructs a model or it was made from
+    marked text (a marked parent entry or episode): such an entry is kept but never made a
+    rule (``curator.cycle.transitions``), whoever proposed it."""
+    if MARK in p.tags:
+        return p
+    parents = [ctx.semantic.get_entry(i) for i in p.parent_entry_ids]
+    tainted = (instructs(p.content)
+               or any(e is not None and is_marked(e.tags) for e in parents)
+               or _quotes_marked_episode(ctx, p))
+    return dataclasses.replace(p, tags=(*p.tags, MARK)) if tainted else p
+
+
+def _quotes_marked_episode(ctx: Context, p: Proposal) -> bool:
+    """A parent episode is marked and the proposal carries its text (a quote of it)."""
+    for episode_id in p.parent_episode_ids[:50]:
+        episode = ctx.episodes.get(episode_id)
+        if episode is not None and is_marked(episode.marks) and _quotes(p.content, episode.text):
+            return True
+    return False
+
+
+def _quotes(content: str, text: str) -> bool:
+    words = text.split()
+    if len(words) < 4:
+        return text.strip().lower() in content.lower()
+    folded = " ".join(content.lower().split())
+    # any run of four words of the episode's text, as written, inside the entry's text
+    return any(" ".join(words[i:i + 4]).lower() in folded for i in range(len(words) - 3))
+
+
 def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
           llm_scores: Mapping[str, float] | None = None, now: int | None = None,
           ) -> dict[str, Any]:
@@ -121,6 +155,7 @@ def admit(ctx: Context, p: Proposal, vector: np.ndarray | None = None, *,
     starts there and the gate's recency is read against it.
     """
     now = ctx.now() if now is None else int(now)
+    p = _marked(ctx, p)
     if vector is None:
         vector = ctx.embedder.embed([p.content])[0]
     neighbours = _neighbours(ctx, vector, now)

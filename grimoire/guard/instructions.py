@@ -13,16 +13,23 @@ text holds; they describe the shape of an instruction to a model, not any datase
 - ``tool_call``: tool-call syntax: ``<tool_call>`` / ``<function_call>`` tags,
   ``{"name": …, "arguments": …}`` objects, ``<function=…>``, fenced ``tool_code``.
 
-A match marks the text (``MARK`` in an entry's tags); it never changes or refuses it.
+A match marks the text (``MARK`` in an entry's tags, in an episode's ``marks``); it never
+changes or refuses it. ``mark_episode`` reads every free-text field an episode has (text,
+ref, actor, thread, strategy, actions): any of them may be quoted back later.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Iterable
 
-__all__ = ["MARK", "instructs"]
+from grimoire.records import Episode
 
-MARK = "untrusted:instructions"
+__all__ = ["MARK", "UNTRUSTED", "instructs", "is_marked", "mark_episode"]
+
+UNTRUSTED = "untrusted:"  # the prefix of every mark that says "do not follow this text"
+MARK = UNTRUSTED + "instructions"
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "override": re.compile(
@@ -43,3 +50,20 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
 def instructs(text: str) -> list[str]:
     """The families of instruction patterns ``text`` holds (empty: none)."""
     return [name for name, pattern in _PATTERNS.items() if pattern.search(text)]
+
+
+def is_marked(marks: Iterable[str]) -> bool:
+    """Whether ``marks`` (an entry's tags, an episode's marks) hold an untrusted mark."""
+    return any(m.startswith(UNTRUSTED) for m in marks)
+
+
+def mark_episode(episode: Episode) -> Episode:
+    """The episode with ``MARK`` added to its marks when any of its text fields instructs a
+    model (as is otherwise)."""
+    if MARK in episode.marks:
+        return episode
+    fields = (episode.text, episode.ref, episode.actor, episode.thread, episode.strategy,
+              *episode.actions)
+    if not any(instructs(value) for value in fields if value):
+        return episode
+    return dataclasses.replace(episode, marks=(*episode.marks, MARK))

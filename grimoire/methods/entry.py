@@ -19,7 +19,6 @@ from grimoire.errors import NotFoundError, ValidationError
 from grimoire.gate.admit import MAX_CONTENT_CHARS, Proposal, admit
 from grimoire.gate.content import require_content
 from grimoire.gate.decay import effective_confidence
-from grimoire.guard.instructions import MARK, instructs
 from grimoire.guard.redact import redactor
 from grimoire.records import (
     PAD,
@@ -125,8 +124,6 @@ def add_entry(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
     if secrets is not None:  # before the embedding and the store see it (privacy.redact)
         proposal = dataclasses.replace(proposal, content=secrets.redact(proposal.content))
-    if instructs(proposal.content) and MARK not in proposal.tags:  # marked on write
-        proposal = dataclasses.replace(proposal, tags=(*proposal.tags, MARK))
     vector = ctx.embedder.embed([proposal.content])[0]  # off the writer thread
     # The optional LLM's view of future utility, also off the writer thread (SPEC §5).
     scorer = ctx.extras.get("admission_scorer")

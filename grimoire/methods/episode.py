@@ -1,7 +1,8 @@
 """The episode write path: validate, embed, append durably, then run post-write hooks.
 
 With ``privacy.redact`` set, each episode's secrets are removed while it is validated,
-before anything embeds or stores it (``grimoire.guard.redact``).
+before anything embeds or stores it (``grimoire.guard.redact``); an episode whose text
+instructs a model is marked then (``marks``: ``grimoire.guard.instructions``).
 
 Validation happens on the caller's thread so bad input is refused before it
 queues. Embedding runs on the embedding stage (``ctx.embed_stage``, a second
@@ -32,6 +33,7 @@ import numpy as np
 
 from grimoire.context import Context
 from grimoire.errors import NotFoundError, StoreError, ValidationError
+from grimoire.guard.instructions import mark_episode
 from grimoire.guard.redact import redact_episode, redactor
 from grimoire.ids import new_id
 from grimoire.logs import get_logger
@@ -81,8 +83,8 @@ def validate_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]], *,
     secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
     for index, params in enumerate(params_list):
         try:
-            out.append(redact_episode(episode_from_params(params, id=new_id(now), now_ms=now),
-                                      secrets))
+            out.append(mark_episode(redact_episode(
+                episode_from_params(params, id=new_id(now), now_ms=now), secrets)))
         except ValidationError as exc:
             if not batch:
                 raise
@@ -253,8 +255,8 @@ def write_feed_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],
         if isinstance(params, Mapping) and "tick_id" not in params:
             params = {**params, "tick_id": tick}
         try:
-            valid.append(redact_episode(episode_from_params(params, id=new_id(now),
-                                                            now_ms=now), secrets))
+            valid.append(mark_episode(redact_episode(
+                episode_from_params(params, id=new_id(now), now_ms=now), secrets)))
         except ValidationError as exc:
             rejected.append((index, str(exc)))
             log.warning("ingest.feed.rejected", tick=tick, index=index, error=str(exc))

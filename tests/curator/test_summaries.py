@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Sequence
@@ -197,6 +198,15 @@ def test_l1_names_shared_fields_ranges_and_quotes_the_central_episodes() -> None
     assert draft.tags == ("summary", "summary:l1", "regime:high_vol", "strategy:eth-dca",
                           "token_pair:WETH/USDC", "tool:uniswap")
     assert (draft.valid_from, draft.valid_until) == (T0, T0 + 3 * 60_000)
+
+
+def test_l1_counts_but_never_quotes_an_episode_marked_as_instructing() -> None:
+    episodes, cluster = market_cluster()
+    episodes[2] = dataclasses.replace(episodes[2], marks=("untrusted:instructions",))
+    draft = l1_summary(cluster, episodes, examples=2)
+    assert draft.content.startswith("4 episodes")
+    assert "swap 2 ETH" not in draft.content  # the central one, marked: passed over
+    assert draft.content.endswith("Examples: “swap 1 ETH on uniswap”; “swap 0 ETH on uniswap”.")
 
 
 def test_l1_reports_mixed_fields_without_claiming_a_shared_one() -> None:
