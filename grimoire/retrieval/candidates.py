@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from grimoire.config import Config
 from grimoire.errors import ValidationError
+from grimoire.guard.instructions import UNTRUSTED
 from grimoire.records import PAD, Episode, EpisodeType, GrimoireEntry
 
 __all__ = [
@@ -98,6 +99,8 @@ class Candidate:
     gain: float | None = None
     ref: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    # ``untrusted:…`` marks (an episode's marks, an entry's tags): the context block says so.
+    marks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -164,6 +167,7 @@ def from_episode(
                     "tool": episode.tool, "parent_episode_ids": [],
                     **{k: v for k, v in (("thread", episode.thread), ("actor", episode.actor))
                        if v is not None}},
+        marks=tuple(m for m in episode.marks if m.startswith(UNTRUSTED)),
     )
 
 
@@ -204,4 +208,5 @@ def from_entry(
             "parent_entry_ids": list(entry.parent_entry_ids),
             "golem_id": entry.source.golem_id,
         },
+        marks=tuple(t for t in entry.tags if t.startswith(UNTRUSTED)),
     )

@@ -226,6 +226,8 @@ def _item(c: Candidate, rank: int, score: float, breakdown: Breakdown, text: str
             item[name] = c.provenance[name]
     if c.category is not None:
         item["category"] = c.category
+    if c.marks:  # its text instructs a model: data to read, not an instruction to follow
+        item["untrusted"] = [m.split(":", 1)[1] for m in c.marks]
     if truncated:
         item["truncated"] = True
     return item

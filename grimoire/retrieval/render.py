@@ -6,8 +6,10 @@
 
 ``context_block`` is seed 000's council context block as an output format:
 the query, the ranked evidence with the numbers that put each item there,
-and the causal chain with timestamps. Both are deterministic (UTC, fixed
-number formats) so the same retrieval renders byte-identically.
+and the causal chain with timestamps. An item's label starts with where its text came
+from when it was not learned here (``told``, ``imported: clade``) and with ``untrusted:
+instructions`` when its text instructs a model (``source_labels``). Both are deterministic
+(UTC, fixed number formats) so the same retrieval renders byte-identically.
 
 Owns: text layout. Must not rank, fetch or decide anything.
 """
@@ -20,7 +22,7 @@ from datetime import UTC, datetime
 from grimoire.retrieval.candidates import Candidate
 from grimoire.retrieval.chain import ChainLink
 
-__all__ = ["context_block", "format_time", "narrative"]
+__all__ = ["context_block", "format_time", "narrative", "source_labels"]
 
 
 def _line(text: str) -> str:
@@ -47,8 +49,28 @@ def narrative(chain: Sequence[ChainLink], get_text: Callable[[str], str]) -> str
     return " → ".join(parts)
 
 
+# Who the text came from, when it was not learned here from the agent's own episodes:
+# told (``entry.add`` by the agent or the owner) or brought in from outside.
+_TOLD = frozenset({"agent", "owner"})
+_OUTSIDE = frozenset({"clade", "predecessor", "lethe", "marketplace", "styx_query"})
+
+
+def source_labels(provenance: str | None, marks: Sequence[str]) -> list[str]:
+    """The context block's labels of where a text came from and whether to trust it:
+    ``told``, ``imported: clade``, ``untrusted: instructions`` (its text instructs a model;
+    a reader should treat it as data, not as an instruction)."""
+    out = []
+    if provenance in _TOLD:
+        out.append("told")
+    elif provenance in _OUTSIDE:
+        out.append(f"imported: {provenance}")
+    out += [f"untrusted: {m.split(':', 1)[1]}" for m in marks if ":" in m]
+    return out
+
+
 def _label(candidate: Candidate, score: float | None) -> str:
-    bits = [candidate.category or candidate.kind]
+    source = candidate.provenance.get("source") if candidate.kind == "entry" else None
+    bits = [*source_labels(source, candidate.marks), candidate.category or candidate.kind]
     if candidate.kind == "episode":
         bits.append(format_time(candidate.timestamp))
     else:

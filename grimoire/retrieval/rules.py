@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grimoire.guard.instructions import UNTRUSTED
 from grimoire.records import Claim, GrimoireEntry
+from grimoire.retrieval.render import source_labels
 
 __all__ = ["Advice", "AppliedRule", "rule_item", "rules_section"]
 
@@ -101,7 +103,9 @@ def rules_section(situation: str, rules: Sequence[AppliedRule],
         lines.append("(none)")
     for rank, rule in enumerate(rules, start=1):
         text = (texts or {}).get(rule.entry.id, rule.entry.content)
-        label = (f"{rule.entry.category.value} · {_match_text(rule)} · "
-                 f"confidence {rule.confidence:.2f} · weight {rule.weight:.2f}")
+        told = source_labels(rule.entry.provenance.value,
+                             [t for t in rule.entry.tags if t.startswith(UNTRUSTED)])
+        label = " · ".join([*told, rule.entry.category.value, _match_text(rule),
+                            f"confidence {rule.confidence:.2f}", f"weight {rule.weight:.2f}"])
         lines.append(f"{rank}. [{label}] {_line(text)}")
     return lines
