@@ -27,7 +27,7 @@ from typing import Any
 
 from curator.cycle.dream import dream
 from curator.cycle.forgotten import apply_recount, recount_plan
-from curator.cycle.run import _lock, curator_hook, run_cycle
+from curator.cycle.run import curator_hook, cycle_lock, run_cycle
 from curator.cycle.state import CycleState, store_time
 from curator.learn import hook as learn
 from curator.learn.reflexion import deviations
@@ -83,7 +83,7 @@ def forget_apply(ctx: Context, plan: Mapping[str, Any], forgotten: Collection[st
     """Under the cycle lock: ``erase()`` (the stores' part, on the writer thread), the
     planned recount and summary rebuild, ``scrub()`` (the files rewritten), then
     PLAYBOOK.md compiled again."""
-    with _lock(ctx):
+    with cycle_lock(ctx):
         erased = ctx.writer.call(erase)
         now = store_time(ctx)
         cycle = CycleState.load(ctx).cycle

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from curator.cycle.sentences import sentence_for
-from curator.cycle.summaries import _write_summary
+from curator.cycle.summaries import write_summary
 from curator.cycle.transitions import SUMMARY_TAG
 from curator.hierarchy.episode_clusters import Cluster
 from curator.hierarchy.summaries import l1_summary, l2_summary
@@ -153,7 +153,7 @@ def _rebuild_summaries(ctx: Context, plans: Sequence[Mapping[str, Any]], *, now:
                 continue
             draft = l2_summary(l1s, members, examples=examples)
         vector = ctx.embedder.embed([draft.content])[0]
-        renamed[str(spec["id"])] = _write_summary(ctx, draft, vector, cycle, now)
+        renamed[str(spec["id"])] = write_summary(ctx, draft, vector, cycle, now)
         made += 1
     return made
 

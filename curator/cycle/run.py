@@ -105,7 +105,9 @@ PHASES: tuple[tuple[str, Phase], ...] = (
 )
 
 
-def _lock(ctx: Context) -> threading.Lock:
+def cycle_lock(ctx: Context) -> threading.Lock:
+    """The lock a curator cycle holds (one per context); a forget takes it too
+    (``curator.api.forget_apply``), so it never runs in the middle of a cycle."""
     with _LOCK_GUARD:
         lock = ctx.extras.get(_LOCK_KEY)
         if lock is None:
@@ -135,7 +137,7 @@ def run_cycle(ctx: Context, now: int | None = None) -> dict[str, Any]:
     the context's clock); the cycle runs at the data's own time (``data_time``: the newest
     episode seen), which is the clock's only before any episode was written."""
     clock_now = ctx.now() if now is None else int(now)
-    with _lock(ctx):
+    with cycle_lock(ctx):
         started = time.perf_counter()
         previous = CycleState.load(ctx)
         window = load_window(ctx, previous.watermark, ctx.config.curator.window_episodes)

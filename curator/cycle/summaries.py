@@ -73,7 +73,7 @@ from grimoire.gate.quality import score_quality
 from grimoire.ids import new_id
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
 
-__all__ = ["REGIONS_KEY", "hierarchical_summaries", "update_regions"]
+__all__ = ["REGIONS_KEY", "hierarchical_summaries", "update_regions", "write_summary"]
 
 REGIONS_KEY = "regions"
 _MAX_SUMMARY_PARENTS = 1000
@@ -86,7 +86,7 @@ def _level(entry: GrimoireEntry) -> int | None:
     return 2 if "summary:l2" in entry.tags else 1
 
 
-def _write_summary(ctx: Context, draft: SummaryDraft, vector: npt.NDArray[np.float32],
+def write_summary(ctx: Context, draft: SummaryDraft, vector: npt.NDArray[np.float32],
                    cycle: int, now: int) -> str:
     """Writer thread: insert one summary entry and its audit record."""
     hits = ctx.semantic.knn(vector, 1)
@@ -117,7 +117,7 @@ def _write_all(cy: Cycle, drafts: list[SummaryDraft]) -> int:
         return 0
     vectors = cy.ctx.embedder.embed([d.content for d in drafts])
     for draft, vector in zip(drafts, vectors, strict=True):
-        made = cy.ctx.writer.call(functools.partial(_write_summary, cy.ctx, draft, vector,
+        made = cy.ctx.writer.call(functools.partial(write_summary, cy.ctx, draft, vector,
                                                     cy.number, cy.now))
         refresh(cy, [made])
     return len(drafts)
