@@ -21,11 +21,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from benches import apply_quick
+from benches.planted import left, planted
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.feeds.sim.scenario import shipped_scenarios
 from grimoire.guard.redact import redactor
-from tests.guard.planted import planted
-from tests.guard.test_redact import _left
 
 
 def sim_texts(ticks: int) -> list[str]:
@@ -52,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     missed: Counter[str] = Counter()
     for kind, secret, sentence in planted(args.per_kind, seed=2028):
         total[kind] += 1
-        missed[kind] += bool(_left(secret, found.redact(sentence)))
+        missed[kind] += bool(left(secret, found.redact(sentence)))
     texts = sim_texts(args.ticks)
     changed, costs = 0, []
     for text in texts:

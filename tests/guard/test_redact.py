@@ -3,7 +3,6 @@ default; an unknown kind is a configuration error."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -14,28 +13,14 @@ from grimoire.config import Config
 from grimoire.errors import ConfigError
 from grimoire.guard.redact import KINDS, redactor
 from grimoire.models.embedders import HashEmbedder
-from tests.guard.planted import planted
-
-SECRET_PIECES = re.compile(r"[A-Za-z0-9+/_=-]{6,}")
-
-
-def _left(secret: str, text: str) -> list[str]:
-    """Pieces of the secret (6+ characters, or its digits for a phone) still in ``text``."""
-    text = re.sub(r"\[redacted:[a-z_]+\]", " ", text)  # the labels are not the secret
-    pieces = [p for p in SECRET_PIECES.findall(secret)
-              if p.lower() not in {"private", "begin", "end", "api_key"}]
-    digits = re.sub(r"\D", "", secret)
-    left = [p for p in pieces if p in text]
-    if len(digits) >= 7 and digits in re.sub(r"\D", "", text):
-        left.append(digits)
-    return left
+from scripts.benches.planted import left, planted
 
 
 def test_every_planted_secret_is_removed() -> None:
     found = redactor(["all"])
     assert found is not None
     missed = [(kind, secret, out) for kind, secret, sentence in planted(40)
-              if _left(secret, out := found.redact(sentence))]
+              if left(secret, out := found.redact(sentence))]
     assert missed == []
 
 
@@ -79,3 +64,4 @@ def test_the_write_path_stores_and_embeds_the_redacted_text(tmp_path: Path,
         assert email.encode() not in stored and key.encode() not in stored
     else:  # off by default: stored as written (so the test above can fail)
         assert email in episode["text"] and email.encode() in stored
+

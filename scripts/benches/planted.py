@@ -1,19 +1,24 @@
-"""A generated set of planted secrets (no tests here): each kind privacy.redact removes,
-made with a seeded generator and written into sentences the way an agent would.
+"""A generated set of planted secrets: each kind privacy.redact removes, made with a seeded
+generator and written into sentences the way an agent would, and ``left``, the pieces of a
+secret a redaction missed.
 
-Shared by ``test_redact.py`` and ``scripts/bench_privacy.py --part redact``."""
+Measurement data, not product code: ``scripts/bench_privacy.py --part redact`` measures on
+it and ``tests/guard/test_redact.py`` checks on it (as ``scripts.benches.planted``)."""
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 import string
 
 import phonenumbers
 from mnemonic import Mnemonic
 from schwifty import IBAN
 
-__all__ = ["planted"]
+__all__ = ["left", "planted"]
+
+SECRET_PIECES = re.compile(r"[A-Za-z0-9+/_=-]{6,}")
 
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _REGIONS = ["US", "GB", "DE", "FR", "IN", "BR", "JP", "AU", "CA", "NL"]
@@ -95,3 +100,15 @@ def planted(n_per_kind: int = 50, seed: int = 28) -> list[tuple[str, str, str]]:
             secret = _secret(kind, rng)
             out.append((kind, secret, rng.choice(_TEMPLATES).format(s=secret)))
     return out
+
+
+def left(secret: str, text: str) -> list[str]:
+    """Pieces of the secret (6+ characters, or its digits for a phone) still in ``text``."""
+    text = re.sub(r"\[redacted:[a-z_]+\]", " ", text)  # the labels are not the secret
+    pieces = [p for p in SECRET_PIECES.findall(secret)
+              if p.lower() not in {"private", "begin", "end", "api_key"}]
+    digits = re.sub(r"\D", "", secret)
+    found = [p for p in pieces if p in text]
+    if len(digits) >= 7 and digits in re.sub(r"\D", "", text):
+        found.append(digits)
+    return found
