@@ -27,15 +27,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from grimoire.errors import ConfigError
 from grimoire.records import Episode
+from grimoire.records.graph import EntityRef, Fact, ObjectKind, ObjectValue
 
-__all__ = ["KINDS", "Redactor", "redact_episode", "redactor"]
+__all__ = ["KINDS", "Redactor", "redact_episode", "redact_fact", "redactor"]
 
 KINDS = ("email", "phone", "api_key", "private_key", "seed_phrase", "iban")
 
@@ -204,14 +205,39 @@ def redactor(kinds: Sequence[str], phone_region: str | None = "US") -> Redactor 
 
 
 def redact_episode(episode: Episode, found: Redactor | None) -> Episode:
-    """The episode with its text, ref, actor and thread redacted (as is without a redactor)."""
+    """The episode with its text, ref, actor and thread and the keys of its metrics and
+    prediction redacted (as is without a redactor)."""
     if found is None:
         return episode
     def clean(value: str | None) -> str | None:
         return None if value is None else found.redact(value)
 
     return dataclasses.replace(episode, text=found.redact(episode.text), ref=clean(episode.ref),
-                               actor=clean(episode.actor), thread=clean(episode.thread))
+                               actor=clean(episode.actor), thread=clean(episode.thread),
+                               metrics=_keys(episode.metrics, found),
+                               prediction=_keys(episode.prediction, found))
+
+
+def _keys(numbers: Mapping[str, float], found: Redactor) -> dict[str, float]:
+    """``numbers`` with each key redacted; two keys that redact alike keep the first value."""
+    out: dict[str, float] = {}
+    for key, value in numbers.items():
+        out.setdefault(found.redact(key), value)
+    return out
+
+
+def redact_fact(fact: Fact, found: Redactor | None) -> Fact:
+    """A KG assertion with its subject's id and its object (a string, or an entity's id)
+    redacted (as is without a redactor); the predicate is a fixed vocabulary."""
+    if found is None:
+        return fact
+    obj = fact.object
+    if obj.kind is ObjectKind.STRING and isinstance(obj.value, str):
+        obj = ObjectValue.string(found.redact(obj.value))
+    elif (ref := obj.as_entity) is not None:
+        obj = ObjectValue.entity(EntityRef(ref.kind, found.redact(ref.id)))
+    subject = EntityRef(fact.subject.kind, found.redact(fact.subject.id))
+    return dataclasses.replace(fact, subject=subject, object=obj)
 
 
 @cache

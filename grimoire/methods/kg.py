@@ -13,6 +13,7 @@ from typing import Any
 
 from grimoire.context import Context
 from grimoire.errors import ValidationError
+from grimoire.guard.redact import redact_fact, redactor
 from grimoire.records.graph import (
     Fact,
     ObjectValue,
@@ -44,6 +45,9 @@ def kg_assert(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     if "object" in data:
         data["object"] = _plain_object(data["object"])
     fact = Fact.from_dict(data)
+    secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
+    if secrets is not None:  # privacy.redact: before the store sees it
+        fact = redact_fact(fact, secrets).validated()
     result = ctx.writer.call(lambda: ctx.graph.assert_many([fact])[0])
     ctx.events.emit("GrimoireWrite", ctx.now(), kind="triple", count=1,
                     closed=len(result.closed), reinforced=result.reinforced)

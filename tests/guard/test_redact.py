@@ -13,6 +13,7 @@ from grimoire.config import Config
 from grimoire.errors import ConfigError
 from grimoire.guard.redact import KINDS, redactor
 from grimoire.models.embedders import HashEmbedder
+from grimoire.retrieval.stages import writes
 from scripts.benches.planted import left, planted
 
 
@@ -65,3 +66,33 @@ def test_the_write_path_stores_and_embeds_the_redacted_text(tmp_path: Path,
     else:  # off by default: stored as written (so the test above can fail)
         assert email in episode["text"] and email.encode() in stored
 
+
+@pytest.mark.parametrize("kinds", [["all"], []])
+def test_queries_kg_assertions_and_metric_keys_are_redacted_too(tmp_path: Path,
+                                                                 kinds: list[str]) -> None:
+    """The other places text is kept: the retrieval log's query, a KG triple's subject and
+    object, an episode's metric and prediction names."""
+    config = Config().replace(**{"privacy.redact": kinds})
+    email, phone = "treasury.ops@example.org", "+44 20 7946 0958"
+    with Grimoire.open(tmp_path / "data", config=config, clock=FrozenClock(),
+                       embedder=HashEmbedder(dim=384)) as g:
+        got = g.episode_write(text="swap settled", metrics={f"fee paid by {email}": 1.5},
+                              prediction={f"refund to {phone}": 2.0})
+        rid = g.retrieve(query=f"what did {email} swap last week")["retrieval_id"]
+        g.kg_assert(subject={"kind": "vault", "id": f"vault of {email}"},
+                    predicate="custom:owned_by", object=f"call {phone}", valid_from=1)
+        episode = g.episode_get(got["id"])
+        triples = g.kg_at({"kind": "vault", "id": "vault of [redacted:email]"}, 5)["triples"]
+        writes.wait(g.context, rid)  # the retrieval log is written after the answer
+        logged = g.context.semantic.get_retrieval(rid)
+        g.context.episodes.flush()
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file())
+    if kinds:
+        assert list(episode["metrics"]) == ["fee paid by [redacted:email]"]
+        assert list(episode["prediction"]) == ["refund to [redacted:phone]"]
+        assert [t["object"]["value"] for t in triples] == ["call [redacted:phone]"]
+        assert logged is not None and logged.query == "what did [redacted:email] swap last week"
+        assert email.encode() not in stored and b"7946 0958" not in stored
+    else:
+        assert logged is not None and email in logged.query and not triples
+        assert email.encode() in stored and b"7946 0958" in stored

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grimoire.context import Context
+from grimoire.guard.redact import redactor
 from grimoire.retrieval.candidates import Breakdown, Candidate
 from grimoire.retrieval.rerank import FACTORS
 from grimoire.retrieval.stages.writes import submit
@@ -89,9 +90,12 @@ def logged(job: LogJob) -> list[dict[str, Any]]:
 
 def write_jobs(ctx: Context, jobs: Sequence[LogJob]) -> list[None]:
     """Writer-thread handler: every job's log row and bookkeeping in one transaction."""
+    secrets = redactor(ctx.config.privacy.redact, ctx.config.privacy.phone_region)
     with ctx.semantic.transaction():
         for job in jobs:
-            ctx.semantic.log_retrieval(job.retrieval_id, query=job.query, mode=job.mode,
+            # The query is kept in the log: with privacy.redact its secrets are not.
+            query = job.query if secrets is None else secrets.redact(job.query)
+            ctx.semantic.log_retrieval(job.retrieval_id, query=query, mode=job.mode,
                                        items=logged(job), now=job.now,
                                        latency_ms=job.latency_ms)
             if job.episode_ids:
