@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from grimoire import __version__
 from grimoire.cli.commands import COMMANDS, methods_epilog
-from grimoire.errors import ConfigError, GrimoireError
+from grimoire.errors import ConfigError, GrimoireError, StoreError
 from playbook.glossary import GLOSSARY
 
 __all__ = ["GLOSSARY", "build_parser", "main"]
@@ -53,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as exc:
         return _fail(f"configuration error: {exc}", 2)
+    except StoreError as exc:  # a damaged file among them: `grimoire check` names it
+        return _fail(f"StoreError: {exc} (if a store file is damaged, `grimoire check --data "
+                     "DIR` names it; README: Faults)", 1)
     except GrimoireError as exc:
         return _fail(f"{type(exc).__name__}: {exc}", 1)
     except BrokenPipeError:

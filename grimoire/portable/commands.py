@@ -16,7 +16,8 @@ from grimoire.config import Config
 
 __all__ = ["COMMANDS", "add_commands", "run_command"]
 
-COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade", "reembed", "testament")
+COMMANDS = ("mcp", "backup", "restore", "export", "import", "clade", "reembed", "testament",
+            "check", "repair")
 
 
 def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -44,6 +45,22 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
                    "directory the backup was taken from, when it still exists)")
     p.add_argument("--config", metavar="FILE", help="YAML config to open the restored copy "
                    "with (the embedding model) when tombstones are applied")
+    p = sub.add_parser("check", help="find damaged store files (exit 1 names them)",
+                       description="Read every store of DIR as an open would, and more: "
+                       "SQLite integrity_check, every LanceDB row and data file, every LMDB "
+                       "record; each in a child process, so a reader that crashes on a "
+                       "damaged file is reported, not fatal. Changes nothing; exit 1 when "
+                       "a store is damaged, with the repair to run.")
+    common(p)
+    p = sub.add_parser("repair", help="a repaired copy: a backup plus every intact store",
+                       description="Build a repaired copy of DIR in INTO (new): BACKUP "
+                       "restored, every store `grimoire check` finds intact taken from DIR, "
+                       "the rows of the newest readable version of a damaged episode table "
+                       "added, and the forgets written since the backup applied. DIR is "
+                       "not changed.")
+    common(p)
+    p.add_argument("--backup", required=True, metavar="BACKUP", help="a grimoire backup")
+    p.add_argument("--into", required=True, metavar="INTO", help="new data directory")
     p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
                        description="Export entries, causal links, active KG triples and "
                        "PLAYBOOK.md as a versioned bundle directory (reads DIR read-only: a "
@@ -119,6 +136,20 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         _print(result)
         return 0
     config = load(args)
+    if c == "check":
+        from grimoire.portable.check import check
+
+        found = check(config.data_dir)
+        _print(found)
+        return 0 if found["ok"] else 1
+    if c == "repair":
+        from grimoire.portable.check import repair
+
+        repaired = repair(config.data_dir, args.backup, args.into)
+        args.dir, args.forgotten_in = args.into, str(config.data_dir)
+        repaired["forgotten"] = _apply_forgotten(args, repaired["backup"])
+        _print(repaired)
+        return 0 if repaired["check"]["ok"] else 1
     if c == "backup":
         import os
 
