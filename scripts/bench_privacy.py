@@ -15,6 +15,13 @@ Parts (``--part``; the code is in ``scripts/benches/``):
   <= 1 %).
 
     python scripts/bench_privacy.py --part redact
+
+- ``faults``: each fault of issue 28 made for real (disk full mid-batch, kill -9 during
+  backup / import / compaction / forget, a corrupted LanceDB fragment / SQLite page / LMDB
+  file): acknowledged writes before it, writes lost after recovery (goal 0), time to
+  recover.
+
+    python scripts/bench_privacy.py --part faults
 """
 
 from __future__ import annotations
@@ -30,4 +37,5 @@ from benches import dispatch
 
 if __name__ == "__main__":
     raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget",
-                                                  "redact": "benches.redact"}))
+                                                  "redact": "benches.redact",
+                                                  "faults": "benches.faults"}))
