@@ -24,6 +24,7 @@ from benches import apply_quick
 from benches.planted import left, planted
 from grimoire.feeds import SimFeed, load_scenario
 from grimoire.feeds.sim.scenario import shipped_scenarios
+from grimoire.guard.instructions import instructs
 from grimoire.guard.redact import redactor
 
 
@@ -63,5 +64,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"| planted {kind} removed | {total[kind] - missed[kind]} / {total[kind]} | all |")
     print(f"| simulator texts changed (false positives) | {changed} / {len(texts)} = "
           f"{100 * changed / max(1, len(texts)):.2f} % | <= 1 % |")
+    marked = sum(bool(instructs(text)) for text in texts)
+    print(f"| simulator texts marked as instructing a model | {marked} / {len(texts)} | 0 |")
     print(f"| redact cost per simulator text, p50 | "
           f"{1000 * statistics.median(costs):.2f} ms | - |")
