@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -24,6 +25,13 @@ from grimoire.ids import new_id
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Category, DecayClass, EntryStatus, GrimoireEntry, Provenance
 from tests.curator.test_curator_support import curator_config
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()  # the commands configure logging for the process
+
 
 NAME = "Zorblax"
 T0 = 1_767_225_600_000

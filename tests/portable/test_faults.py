@@ -8,12 +8,21 @@ times; here they are asserted on. Slow: each starts Python processes that open t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from grimoire.cli.app import main
 from scripts.benches import faults
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()  # the commands configure logging for the process
+
 
 pytestmark = pytest.mark.slow
 EPISODES = 60
