@@ -107,18 +107,14 @@ PHASES: tuple[tuple[str, Phase], ...] = (
 
 def cycle_lock(ctx: Context) -> threading.Lock:
     """The lock a curator cycle holds (one per context); a forget takes it too
-    (``curator.api.forget_apply``), so it never runs in the middle of a cycle."""
+    (``curator.api.forget_apply``), so it never runs in the middle of a cycle, and a dream
+    slot skips while it is held."""
     with _LOCK_GUARD:
         lock = ctx.extras.get(_LOCK_KEY)
         if lock is None:
             lock = ctx.extras[_LOCK_KEY] = threading.Lock()
     assert isinstance(lock, type(_LOCK_GUARD))
     return lock
-
-
-def cycle_lock(ctx: Context) -> threading.Lock:
-    """The lock one cycle at a time holds (the dreams skip a slot while a cycle runs)."""
-    return _lock(ctx)
 
 
 def _save(ctx: Context, state: CycleState, summary: Mapping[str, Any]) -> None:
