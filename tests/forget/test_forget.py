@@ -97,7 +97,9 @@ def test_after_forgetting_a_name_no_file_holds_it(g: Grimoire, tmp_path: Path,
     old_files = set((root / "episodes" / "episodes.lance").rglob("*.lance"))
     result = g.forget(**selector)
     assert result["removed"]["episodes"] == len(mine) == 10
-    assert result["removed"]["triples"] == 2 and result["removed"]["entries"] >= 1
+    # The two asserted about the name, and any fact the curator's graph phase drew from
+    # the forgotten episodes alone.
+    assert result["removed"]["triples"] >= 2 and result["removed"]["entries"] >= 1
     assert _scan(root, NAME) == []
     # Every LanceDB file of the versions that held the rows is gone, not just hidden.
     assert not old_files & set((root / "episodes" / "episodes.lance").rglob("*.lance"))
