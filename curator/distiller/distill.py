@@ -1,7 +1,7 @@
 """ExpeL distillation without an LLM: conditional regularities → insight operations (SPEC §7).
 
 ``distill`` mines a batch of episodes for conditions (hour-of-day windows,
-regime, token pair, chain, tool, action, a metric's bottom/top third, and
+regime, token pair, chain, tool, action, a metric below / above a cut point, and
 action ∧ regime ∧ token pair) under which a metric level or an action's
 outcome rate differs from its base, keeps what survives a family-wise test,
 an effect floor and redundancy pruning, and compares the findings with the
@@ -69,11 +69,11 @@ def distill(
     mine = [ex for ex in existing if ex.claim.strategy == strategy
             and (ex.claim.target.startswith("metric:")
                  or ex.claim.target in (NEGATIVE_RATE, POSITIVE_RATE))]
-    claims = [_claim(h, strategy, _band_cut(table, h.condition)) for h in findings]
+    claims = [_claim(h, strategy, h.cut) for h in findings]
     matches, unmatched = match_claims(claims, mine, cfg.edit_change)
     ops: list[Operation] = []
     for hyp, claim, match in zip(findings, claims, matches, strict=True):
-        evidence = _evidence(hyp, table, family)
+        evidence = _evidence(hyp, family)
         ops.append(Operation(
             op=match.kind, category=category_for_claim(claim),
             claim=claim, content=render_claim(claim, evidence),
@@ -97,6 +97,9 @@ def _check(cfg: DistillerConfig) -> None:
         raise ValidationError("must be at least 2", field="distiller.min_support")
     if cfg.min_effect < 0 or cfg.min_rate_gap < 0:
         raise ValidationError("must be >= 0", field="distiller.min_effect")
+    if not all(0.0 < q < 1.0 for q in cfg.band_quantiles):
+        raise ValidationError("every quantile must be in (0, 1)",
+                              field="distiller.band_quantiles")
     unknown = sorted(set(cfg.hour_strata) - set(ATTRIBUTES))
     if unknown:
         raise ValidationError(f"unknown attributes {unknown}; choose from {list(ATTRIBUTES)}",
@@ -113,17 +116,7 @@ def _claim(h: Hypothesis, strategy: str | None, band_cut: float | None) -> Claim
     )
 
 
-def _band_cut(table: Table, condition: dict[str, Any]) -> float | None:
-    band = condition.get("metric_band")
-    if not band:
-        return None
-    cuts = table.bands.get(str(band[0]))
-    if cuts is None:
-        return None
-    return cuts[1] if band[1] == "upper" else cuts[0]
-
-
-def _evidence(h: Hypothesis, table: Table, family: int) -> dict[str, Any]:
+def _evidence(h: Hypothesis, family: int) -> dict[str, Any]:
     evidence: dict[str, Any] = {
         "support": h.support, "p_value": math.exp(h.log_p), "log_p": h.log_p,
         "effect": h.effect, "baseline": h.baseline, "n_base": h.n_base,
@@ -131,9 +124,8 @@ def _evidence(h: Hypothesis, table: Table, family: int) -> dict[str, Any]:
     }
     if h.hits is not None:
         evidence["hits"] = h.hits
-    cut = _band_cut(table, h.condition)
-    if cut is not None:
-        evidence["band_cut"] = cut
+    if h.cut is not None:
+        evidence["band_cut"] = h.cut
     return evidence
 
 
@@ -189,9 +181,8 @@ def _downvote(
     }
     if against.hits is not None:
         evidence["hits"] = against.hits
-    cut = _band_cut(table, dict(claim.condition))
-    if cut is not None:
-        evidence["band_cut"] = cut
+    if claim.band_cut is not None:
+        evidence["band_cut"] = claim.band_cut
     return Operation(
         op=OpKind.DOWNVOTE, category=category_for_claim(against.existing.claim),
         claim=claim, content=render_against(claim, evidence),

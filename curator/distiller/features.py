@@ -11,7 +11,10 @@ Condition vocabulary (JSON-safe, so that ``Claim.key`` is stable)::
     {"hour_window": [start, end]}   UTC hours, end exclusive, wraps midnight
     {"regime" | "token_pair" | "chain" | "tool": value}
     {"action": name}                name in episode.actions (else its tool)
-    {"metric_band": [metric, "lower" | "upper"]}   the metric's bottom / top third
+    {"metric_band": [metric, "lower" | "upper"]}   the metric at or below / at or above
+                                    a cut point: the claim's ``band_cut`` when it has one
+                                    (the distiller scans several, ``band_cuts``), else the
+                                    table's bottom / top third
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "ATTRIBUTES",
     "Mask",
     "Table",
+    "band_cuts",
     "build_table",
     "condition_mask",
     "hour_window_mask",
@@ -129,37 +133,55 @@ def window_width(window: Sequence[int]) -> int:
     return (end - start) % 24 or 24
 
 
-def band_mask(table: Table, metric: str, part: str) -> Mask | None:
-    cuts = table.bands.get(metric)
-    if cuts is None:
+def band_mask(table: Table, metric: str, part: str, cut: float | None = None) -> Mask | None:
+    """Rows with ``metric`` at or below (``lower``) / at or above (``upper``) ``cut``; without
+    a cut, the table's bottom / top third. None when the metric has no such cut here."""
+    values = table.metrics.get(metric)
+    if values is None:
         return None
-    values = table.metrics[metric]
+    if cut is None:
+        cuts = table.bands.get(metric)
+        if cuts is None:
+            return None
+        cut = cuts[0] if part == "lower" else cuts[1]
     with np.errstate(invalid="ignore"):
         if part == "lower":
-            lower: Mask = values <= cuts[0]
+            lower: Mask = values <= cut
             return lower
         if part == "upper":
-            upper: Mask = values >= cuts[1]
+            upper: Mask = values >= cut
             return upper
     return None
 
 
-def condition_mask(table: Table, condition: Mapping[str, Any]) -> Mask | None:
+def band_cuts(values: npt.NDArray[np.float64], within: Mask, quantiles: Sequence[float],
+              min_values: int) -> list[float]:
+    """The distinct cut points of a metric tried as a condition: its ``quantiles`` among the
+    ``within`` rows that carry it (none when fewer than ``min_values`` do)."""
+    present = within & ~np.isnan(values)
+    if int(present.sum()) < min_values or not quantiles:
+        return []
+    return [float(c) for c in np.unique(np.quantile(values[present], list(quantiles)))]
+
+
+def condition_mask(table: Table, condition: Mapping[str, Any],
+                   band_cut: float | None = None) -> Mask | None:
     """Rows matching every item of ``condition``; None when it uses a term we cannot evaluate.
 
+    A ``metric_band`` is read at ``band_cut`` (a stored claim's own cut) when given.
     A claim written by another extractor (the LLM path) may carry terms this
     vocabulary lacks: it is left alone rather than judged on a partial reading.
     """
     mask = np.ones(table.size, dtype=bool)
     for key, value in condition.items():
-        part = _item_mask(table, key, value)
+        part = _item_mask(table, key, value, band_cut)
         if part is None:
             return None
         mask &= part
     return mask
 
 
-def _item_mask(table: Table, key: str, value: Any) -> Mask | None:
+def _item_mask(table: Table, key: str, value: Any, band_cut: float | None) -> Mask | None:
     if key in ATTRIBUTES:
         if not isinstance(value, str):
             return None
@@ -179,7 +201,7 @@ def _item_mask(table: Table, key: str, value: Any) -> Mask | None:
         if (not isinstance(value, list | tuple) or len(value) != 2
                 or not all(isinstance(v, str) for v in value)):
             return None
-        return band_mask(table, str(value[0]), str(value[1]))
+        return band_mask(table, str(value[0]), str(value[1]), band_cut)
     return None
 
 

@@ -140,7 +140,7 @@ def _test_against(
     claim = ex.claim
     if claim.direction not in ("higher", "lower"):
         return None
-    mask = condition_mask(table, claim.condition)
+    mask = condition_mask(table, claim.condition, band_cut=claim.band_cut)
     if mask is None:
         return None
     if claim.target.startswith("metric:"):
@@ -172,7 +172,7 @@ def _metric_against(
     # against "lower": the mean is significantly above mu0; against "higher": below it
     log_p = stats.t_logsf(t if claim.direction == "lower" else -t, df)
     observed = Claim(dict(claim.condition), claim.target, claim.direction, mean, base, n,
-                     math.exp(log_p), claim.strategy)
+                     math.exp(log_p), claim.strategy, band_cut=claim.band_cut)
     return Against(ex, observed, cell, None, {"test": "one_sample_t", "statistic": t,
                                               "df": df, "asserted_at_least": mu0}), log_p
 
@@ -202,5 +202,5 @@ def _rate_against(
         r0 = max(0.0, rest - least)
         log_p = stats.binom_logsf(k, n, r0)
     observed = Claim(dict(claim.condition), claim.target, claim.direction, k / n, base, n,
-                     math.exp(log_p), claim.strategy)
+                     math.exp(log_p), claim.strategy, band_cut=claim.band_cut)
     return Against(ex, observed, cell, k, {"test": "binomial", "asserted_at_least": r0}), log_p

@@ -9,7 +9,13 @@ target and direction whose episode sets overlap may be one regularity:
   different from the rest of the general one (it adds nothing);
 - overlapping but not nested (``swap 20:00–00:00`` and ``swap ∧ high_vol ∧
   WETH/USDC``, when high_vol happened to fall in the evenings): the weaker one
-  goes when it no longer holds without the stronger one's episodes.
+  goes when it no longer holds without the stronger one's episodes;
+- two sides of one split, on opposite outcomes ("swaps above $6,400 lose" and
+  "swaps up to $6,400 win", or "on arbitrum lose" and "on ethereum win" when
+  there are two chains): one comparison read from both ends. When one of the
+  two no longer holds without the other's episodes, the one whose rate moves
+  less from the base rate goes (the larger group's); the smaller, sharper
+  statement says the same and more.
 
 "Holds" re-runs the finding's own test on the remaining episodes against the
 remaining population, with the same effect floor and at the run's Bonferroni
@@ -36,6 +42,8 @@ from grimoire.config import DistillerConfig
 
 __all__ = ["drop_redundant"]
 
+_OPPOSITE = {NEGATIVE_RATE: POSITIVE_RATE, POSITIVE_RATE: NEGATIVE_RATE}
+
 
 def drop_redundant(
     findings: list[Hypothesis], table: Table, cfg: DistillerConfig, family: int
@@ -47,13 +55,31 @@ def drop_redundant(
     for a_pos, a in enumerate(order):
         for b in order[a_pos + 1:]:
             stronger, weaker = findings[a], findings[b]
-            if (stronger.target != weaker.target or stronger.direction != weaker.direction
+            if _opposite_sides(stronger, weaker):
+                drop = _one_side(stronger, weaker, table, cfg, level)
+            elif (stronger.target != weaker.target or stronger.direction != weaker.direction
                     or not (stronger.cell & weaker.cell).any()):
                 continue
-            drop = _judge(stronger, weaker, table, cfg, level)
+            else:
+                drop = _judge(stronger, weaker, table, cfg, level)
             if drop is not None:
                 dropped.add(a if drop is stronger else b)
     return [h for i, h in enumerate(findings) if i not in dropped]
+
+
+def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:
+    """Rates of opposite outcomes, both "higher", over one population."""
+    return (_OPPOSITE.get(a.target) == b.target and a.direction == b.direction == "higher"
+            and bool(np.array_equal(a.population, b.population)))
+
+
+def _one_side(a: Hypothesis, b: Hypothesis, table: Table, cfg: DistillerConfig,
+              level: float) -> Hypothesis | None:
+    """Of two findings on opposite outcomes, the one that is the other read from the far
+    end (it no longer holds without the other's episodes), keeping the sharper one."""
+    if _holds_without(a, b, table, cfg, level) and _holds_without(b, a, table, cfg, level):
+        return None  # two regularities (bull swaps win, bear swaps lose)
+    return min((a, b), key=lambda h: abs(h.effect - h.baseline))
 
 
 def _judge(

@@ -2,7 +2,7 @@
 
 Owns: which conditions are tried against which targets (a metric level against
 the context: attributes, actions, hours; an outcome rate also against the bands of
-measured metrics), and each
+measured metrics, each metric at several cut points), and each
 hypothesis's statistics: for a metric level, Welch's t test and the
 Mann–Whitney rank test of the episodes under the condition against the rest
 (two-sided, the larger p-value of the two); for an outcome rate,
@@ -20,6 +20,15 @@ covariance with the stratum as a factor. The clock does not choose the regime, s
 window and both tests keep their level; what the stratification removes is the slow,
 autocorrelated swing of levels between regimes, which otherwise dominates the variance
 of a window's mean (×3–4 on 4 days of simulated volume). The claim keeps the raw levels.
+
+A measured metric as an outcome's condition ("swaps of more than $6,200 lose") is a scan
+too: the metric is cut at each of ``distiller.band_quantiles`` among the action's episodes,
+each cut read on both sides. Fixed thirds would dilute any effect whose threshold lies
+inside a third (a top third from $5,500 holds a quarter of base-rate swaps under a $6,200
+cut). The cuts of one metric share ``distiller.band_scan_weight`` hypotheses' worth of alpha
+equally (weighted Holm: Bonferroni over the K cuts within the scan's share), so trying more
+cuts makes each one harder to pass and never adds false findings; ``select`` keeps the
+most significant cut of a side.
 
 Both tests are then corrected for autocorrelation (``autocorr``):
 the statistics of the candidates are scaled down by the variance inflation of
@@ -48,7 +57,7 @@ from curator.distiller.features import (
     ATTRIBUTES,
     Mask,
     Table,
-    band_mask,
+    band_cuts,
     hour_window_mask,
 )
 from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
@@ -79,9 +88,11 @@ class Hypothesis:
     hits: int | None = None  # rates: episodes with the outcome under the condition
     weight: float = 1.0  # share of alpha, relative to an ordinary hypothesis
     detail: dict[str, Any] = field(default_factory=dict)
+    cut: float | None = None  # a metric_band's cut point (the scan tries several)
 
 
 Windows = list[tuple[dict[str, Any], Mask]]
+Item = tuple[dict[str, Any], Mask, "float | None"]  # a condition, its rows, its band cut
 
 
 def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
@@ -90,6 +101,7 @@ def scan(table: Table, cfg: DistillerConfig) -> list[Hypothesis]:
     hyps = [*_scan_metrics(table, windows, order, cfg),
             *_scan_rates(table, windows, order, cfg)]
     _weigh_window_scans(hyps, cfg.window_scan_weight)
+    _weigh_band_scans(hyps, cfg.band_scan_weight)
     return hyps
 
 
@@ -112,6 +124,23 @@ def _weigh_window_scans(hyps: list[Hypothesis], scan_weight: float) -> None:
             h.weight = weight
 
 
+def _weigh_band_scans(hyps: list[Hypothesis], scan_weight: float) -> None:
+    """Each cut scan (every cut and side of one metric, for one target and action) shares
+    ``scan_weight`` ordinary hypotheses' worth of alpha, equally: the best of K cuts is
+    corrected for the K it was chosen from (Bonferroni within the scan)."""
+    scans: dict[tuple[str, str, str], list[Hypothesis]] = {}
+    for h in hyps:
+        band = h.condition.get("metric_band")
+        if band is not None and h.cut is not None:
+            rest = {k: v for k, v in h.condition.items() if k != "metric_band"}
+            scans.setdefault((h.target, repr(sorted(rest.items())), str(band[0])),
+                             []).append(h)
+    for members in scans.values():
+        weight = min(1.0, scan_weight / len(members))
+        for h in members:
+            h.weight = weight
+
+
 # ----------------------------------------------------------------- conditions
 
 
@@ -122,16 +151,16 @@ def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any
             yield cond, hour_window_mask(table.hours, start, width)
 
 
-def _bands(table: Table, skip: str | frozenset[str] | None
-           ) -> Iterator[tuple[dict[str, Any], Mask]]:
-    skipped = skip if isinstance(skip, frozenset) else frozenset({skip} - {None})
-    for metric in table.bands:
-        if metric in skipped:
-            continue  # a metric's own third says nothing about the metric
-        for part in ("lower", "upper"):
-            mask = band_mask(table, metric, part)
-            if mask is not None:
-                yield {"metric_band": [metric, part]}, mask
+def _bands(table: Table, within: Mask, skip: frozenset[str], cfg: DistillerConfig
+           ) -> Iterator[Item]:
+    """Each metric (but ``skip``) cut at its ``band_quantiles`` among ``within``, both sides."""
+    for metric, values in table.metrics.items():
+        if metric in skip:
+            continue
+        for cut in band_cuts(values, within, cfg.band_quantiles, 3 * cfg.min_support):
+            with np.errstate(invalid="ignore"):
+                yield {"metric_band": [metric, "lower"]}, values <= cut, cut
+                yield {"metric_band": [metric, "upper"]}, values >= cut, cut
 
 
 def _attr_values(table: Table, name: str, within: Mask) -> list[tuple[str, Mask]]:
@@ -139,9 +168,7 @@ def _attr_values(table: Table, name: str, within: Mask) -> list[tuple[str, Mask]
     return [(value, mask) for value, mask in table.attrs[name].items() if (mask & within).any()]
 
 
-def _unique(
-    items: Iterator[tuple[dict[str, Any], Mask]], within: Mask, min_support: int
-) -> list[tuple[dict[str, Any], Mask]]:
+def _unique(items: Iterator[Item], within: Mask, min_support: int) -> list[Item]:
     """Conditions with support and a non-empty complement, one per distinct row set.
 
     Two conditions selecting the same rows are one hypothesis, not two (the
@@ -149,8 +176,8 @@ def _unique(
     """
     total = int(within.sum())
     seen: set[bytes] = set()
-    out: list[tuple[dict[str, Any], Mask]] = []
-    for cond, mask in items:
+    out: list[Item] = []
+    for cond, mask, cut in items:
         cell = mask & within
         n = int(cell.sum())
         if n < min_support or total - n < 2:
@@ -159,20 +186,21 @@ def _unique(
         if key in seen:
             continue
         seen.add(key)
-        out.append((cond, cell))
+        out.append((cond, cell, cut))
     return out
 
 
 def _metric_conditions(
     table: Table, metric: str, present: Mask, windows: Windows, cfg: DistillerConfig
-) -> list[tuple[dict[str, Any], Mask]]:
-    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+) -> list[Item]:
+    def items() -> Iterator[Item]:
         for name in ATTRIBUTES:
             for value, mask in _attr_values(table, name, present):
-                yield {name: value}, mask
+                yield {name: value}, mask, None
         for action, mask in table.action_masks.items():
-            yield {"action": action}, mask
-        yield from windows
+            yield {"action": action}, mask, None
+        for cond, mask in windows:
+            yield cond, mask, None
         # No band of another metric: two measurements of one episode are often computed
         # from one another or from common inputs (a fee from gas and size, P&L from size
         # and return), and the data cannot tell that arithmetic from a regularity. A level
@@ -183,22 +211,22 @@ def _metric_conditions(
 
 def _rate_conditions(
     table: Table, action: str, own: Mask, windows: Windows, cfg: DistillerConfig
-) -> list[tuple[dict[str, Any], Mask]]:
+) -> list[Item]:
     """Conditions within one action's rated episodes (compared with that action's own rate)."""
 
-    def items() -> Iterator[tuple[dict[str, Any], Mask]]:
+    def items() -> Iterator[Item]:
         for name in ATTRIBUTES:
             for value, mask in _attr_values(table, name, own):
                 if name == "tool" and value == action:
                     continue
-                yield {"action": action, name: value}, own & mask
+                yield {"action": action, name: value}, own & mask, None
         for regime, regime_mask in _attr_values(table, "regime", own):
             in_regime = own & regime_mask
             for pair, pair_mask in _attr_values(table, "token_pair", in_regime):
                 yield ({"action": action, "regime": regime, "token_pair": pair},
-                       in_regime & pair_mask)
+                       in_regime & pair_mask, None)
         for cond, mask in windows:
-            yield {"action": action, **cond}, own & mask
+            yield {"action": action, **cond}, own & mask, None
         # What is traded where × the time of day: a pair (or chain) can be costly at some
         # hours only (its own liquidity hours), a regularity the whole action's hour scan
         # dilutes with the other pairs. Each such scan weighs as one window scan (below).
@@ -208,13 +236,14 @@ def _rate_conditions(
                 continue  # one value: the same rows as the action's own hour scan
             for value, value_mask in values:
                 for cond, mask in windows:
-                    yield {"action": action, name: value, **cond}, own & value_mask & mask
+                    yield ({"action": action, name: value, **cond}, own & value_mask & mask,
+                           None)
         # Not the outcome's own measures (an action is negative exactly when its P&L is):
         # tried here, such a band would be selected first and, overlapping every real
         # finding's episodes, make them look redundant before the leak filter drops it.
-        for cond, mask in _bands(table, skip=frozenset(cfg.outcome_metrics)
-                                 | frozenset(cfg.derived_metrics)):
-            yield {"action": action, **cond}, own & mask
+        skip = frozenset(cfg.outcome_metrics) | frozenset(cfg.derived_metrics)
+        for cond, mask, cut in _bands(table, own, skip, cfg):
+            yield {"action": action, **cond}, own & mask, cut
 
     return _unique(items(), own, cfg.min_support)
 
@@ -247,7 +276,7 @@ def _scan_metrics(
         conds = _metric_conditions(table, metric, present, windows, cfg)
         if not conds:
             continue
-        matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+        matrix = np.vstack([cell for _, cell, _ in conds]).astype(np.float64)
         raw = _View.of(centred, present, overall, matrix)
         # An hour window is tested within strata of the market state (distiller.hour_strata):
         # its statistics come from the metric less its stratum's mean. Levels differ by
@@ -258,7 +287,7 @@ def _scan_metrics(
         residual = _stratum_residuals(table, values, present, cfg.hour_strata)
         adjusted = (raw if residual is None
                     else _View.of(residual, present, overall, matrix))
-        is_window = ["hour_window" in cond for cond, _ in conds]
+        is_window = ["hour_window" in cond for cond, _, _ in conds]
 
         def build(i: int, vif: float) -> Hypothesis | None:
             view = adjusted if is_window[i] else raw  # noqa: B023
@@ -442,7 +471,7 @@ def _scan_rates(
         return out
     for action, mask in table.action_masks.items():
         own = mask & table.rated
-        top = _unique(iter([({"action": action}, own)]), table.rated, cfg.min_support)
+        top = _unique(iter([({"action": action}, own, None)]), table.rated, cfg.min_support)
         out.extend(_rate_family(table, top, table.rated, order, cfg))
         if int(own.sum()) >= 2 * cfg.min_support:
             conds = _rate_conditions(table, action, own, windows, cfg)
@@ -451,13 +480,13 @@ def _scan_rates(
 
 
 def _rate_family(
-    table: Table, conds: list[tuple[dict[str, Any], Mask]], population: Mask,
+    table: Table, conds: list[Item], population: Mask,
     order: npt.NDArray[np.intp], cfg: DistillerConfig,
 ) -> list[Hypothesis]:
     if not conds:
         return []
     total = int(population.sum())
-    matrix = np.vstack([cell for _, cell in conds]).astype(np.float64)
+    matrix = np.vstack([cell for _, cell, _ in conds]).astype(np.float64)
     counts = matrix.sum(axis=1)
     rows = order[population[order]]
     out: list[Hypothesis] = []
@@ -469,7 +498,7 @@ def _rate_family(
         hit_counts = matrix @ in_pop.astype(np.float64)
         base = good / total
         family: list[Hypothesis] = []
-        for i, (cond, cell) in enumerate(conds):
+        for i, (cond, cell, cut) in enumerate(conds):
             n, k = int(counts[i]), round(float(hit_counts[i]))
             rate = k / n
             # The effect is against the rest of the population, not the pooled rate (which
@@ -484,6 +513,7 @@ def _rate_family(
                 # margins before any correction: the bar Tarone sets must not see the outcomes
                 log_min_p=stats.hypergeom_logpmf(min(n, good), total, good, n),
                 passes_effect=passes, hits=k, detail={"test": RATE_TEST, "base_hits": good},
+                cut=cut,
             ))
         candidates = [i for i, h in enumerate(family) if h.log_p < 0.0]
         if candidates:

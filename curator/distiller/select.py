@@ -13,7 +13,9 @@ Owns three choices, in order:
    terms): the most significant one. The scan statistic peaks at the window
    that matches the effect: a wider window dilutes the effect faster than it
    gains support, a narrower one loses support, so 02–04 beats 01–05 for gas
-   that is low from 02:00 to 04:00.
+   that is low from 02:00 to 04:00. Likewise one cut per metric band (same
+   condition, side included): the most significant of the cuts tried, for the
+   same reason (a cut below the true threshold dilutes, one above loses support).
 3. Redundancy (``redundancy``): of two findings that are one
    regularity seen through overlapping conditions, only the one that
    explains the other stays.
@@ -41,7 +43,7 @@ def select(
 ) -> tuple[list[Hypothesis], int]:
     """The findings among ``hyps`` and the size of the family they were corrected over."""
     significant, family = _significant(hyps, cfg)
-    findings = _best_windows(significant)
+    findings = _best_of_scans(significant)
     findings = drop_redundant(findings, table, cfg, family)
     findings.sort(key=lambda h: (h.target, _cond_key(h.condition), h.direction))
     return findings, family
@@ -67,22 +69,28 @@ def _cond_key(cond: dict[str, Any]) -> str:
     return json.dumps(cond, sort_keys=True, separators=(",", ":"))
 
 
-def _best_windows(findings: list[Hypothesis]) -> list[Hypothesis]:
+def _best_of_scans(findings: list[Hypothesis]) -> list[Hypothesis]:
+    """One finding per hour-window family and one per band (condition and side): the most
+    significant window or cut."""
     best: dict[tuple[str, str, str], Hypothesis] = {}
     out: list[Hypothesis] = []
     for h in findings:
-        window = h.condition.get("hour_window")
-        if window is None:
+        if "hour_window" in h.condition:
+            rest = {k: v for k, v in h.condition.items() if k != "hour_window"}
+        elif "metric_band" in h.condition and h.cut is not None:
+            rest = dict(h.condition)  # the cut is not in the condition: its cuts compete
+        else:
             out.append(h)
             continue
-        rest = {k: v for k, v in h.condition.items() if k != "hour_window"}
         family = (h.target, h.direction, _cond_key(rest))
         current = best.get(family)
-        if current is None or _window_rank(h) < _window_rank(current):
+        if current is None or _scan_rank(h) < _scan_rank(current):
             best[family] = h
     return out + list(best.values())
 
 
-def _window_rank(h: Hypothesis) -> tuple[float, int, int]:
-    window = h.condition["hour_window"]
-    return (h.log_p, window_width(window), int(window[0]))
+def _scan_rank(h: Hypothesis) -> tuple[float, float, float]:
+    window = h.condition.get("hour_window")
+    if window is not None:
+        return (h.log_p, window_width(window), int(window[0]))
+    return (h.log_p, -h.support, h.cut or 0.0)

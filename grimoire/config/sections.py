@@ -150,6 +150,16 @@ class DistillerConfig:
     window_scan_weight: float = opt(6.0, "an hour-of-day scan (every width and start for one "
                                     "metric or action) counts as this many hypotheses "
                                     "in the family-wise correction")
+    band_quantiles: list[float] = opt(
+        [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "cut points tried on a measured metric as an outcome's condition (\"when size_usd is "
+        "above X\"): these quantiles of the metric among the action's episodes, each side "
+        "of each cut; the most significant cut of a side is kept")
+    band_scan_weight: float = opt(2.0, "a metric's cut scan (every cut of band_quantiles, "
+                                  "both sides, for one action) counts as this many hypotheses "
+                                  "in the family-wise correction, shared equally by its cuts "
+                                  "(Bonferroni within the scan: K cuts are each tested at "
+                                  "1/K of the scan's share of alpha)")
     hour_strata: list[str] = opt(
         ["regime"], "a metric's hour-of-day windows are tested (and judged by the curator) "
         "within strata of these episode attributes (the metric less its mean per stratum): a "

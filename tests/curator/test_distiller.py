@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from curator.distiller.distill import distill
+from curator.distiller.features import build_table
 from curator.distiller.operations import (
     NEGATIVE_RATE,
     POSITIVE_RATE,
@@ -22,6 +23,7 @@ from curator.distiller.operations import (
     Operation,
     OpKind,
 )
+from curator.distiller.scan import scan
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
 
@@ -267,6 +269,71 @@ def test_a_metric_threshold_is_a_condition() -> None:
     assert 20.0 < cut < 30.0
     assert op.claim.band_cut == cut  # kept in the claim: the curator judges by it
     assert op.content.startswith(f"Avoid swap when gas is above {cut:.1f} gwei: ")
+
+
+def with_sizes(episodes: list[Episode], seed: int, lose_above: float) -> list[Episode]:
+    """Every action trades a uniform size in [0, 100); swaps of ``lose_above`` or more
+    lose 75% of the time, every other action 30% (the rest win)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for e in episodes:
+        if e.type is EpisodeType.ACTION:
+            size = float(rng.uniform(0.0, 100.0))
+            lose = 0.75 if e.actions == ("swap",) and size >= lose_above else 0.30
+            e = dataclasses.replace(
+                e, metrics={**e.metrics, "size_usd": size},
+                outcome=Outcome.NEGATIVE if rng.random() < lose else Outcome.POSITIVE)
+        out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_threshold_between_the_thirds_is_found_at_its_own_cut(seed: int) -> None:
+    """Swaps of size 88 or more lose: the top third (from ~67) holds more base-rate swaps
+    than losing ones, a gap under min_rate_gap. The cut scan finds a cut near 88, and the
+    far end of the same split ("smaller swaps win") is not a second finding."""
+    episodes = with_sizes(make_episodes(seed, n=4000), seed, lose_above=88.0)
+    ops = distill(episodes, [], CFG, strategy=None)
+    op = only(ops, category=Category.WARNING)
+    assert op.claim.condition == {"action": "swap", "metric_band": ["size_usd", "upper"]}
+    assert op.claim.band_cut is not None and 78.0 < op.claim.band_cut < 95.0
+    assert op.evidence["band_cut"] == op.claim.band_cut
+    assert not any("metric_band" in o.claim.condition for o in ops if o is not op)
+    # the fixed thirds alone (the distiller before the scan) miss it
+    thirds = dataclasses.replace(CFG, band_quantiles=[1 / 3, 2 / 3])
+    assert not any("metric_band" in o.claim.condition
+                   for o in distill(episodes, [], thirds, strategy=None))
+
+
+def test_the_cuts_of_one_metric_share_the_scans_weight() -> None:
+    """Bonferroni within a cut scan: the cuts of one metric (both sides, one action and
+    target) share band_scan_weight hypotheses' worth of alpha, whatever their number."""
+    episodes = with_sizes(make_episodes(3, n=2000), 3, lose_above=85.0)
+    for quantiles in ([0.5], [0.25, 0.5, 0.75], [q / 20 for q in range(1, 20)]):
+        cfg = dataclasses.replace(CFG, band_quantiles=quantiles)
+        hyps = scan(build_table(episodes, 3 * cfg.min_support), cfg)
+        cuts = [h for h in hyps if h.target == NEGATIVE_RATE
+                and h.condition.get("metric_band", [""])[0] == "size_usd"
+                and h.condition.get("action") == "swap"]
+        assert len(cuts) == 2 * len(quantiles)
+        assert sum(h.weight for h in cuts) == pytest.approx(
+            min(len(cuts), cfg.band_scan_weight))
+
+
+def test_a_stored_band_claim_is_judged_at_its_own_cut() -> None:
+    """A stored "swaps of 88 or more lose 95%" is read at 88, not at this window's top third
+    (from ~67, where base-rate swaps dilute it to ~46%, well under what it asserts). The
+    scan here cannot re-find it (one cut, at the median), so the claim is judged as stored."""
+    episodes = with_sizes(make_episodes(4, n=3000), 4, lose_above=88.0)
+    cfg = dataclasses.replace(CFG, band_quantiles=[0.5])
+    stored = Claim({"action": "swap", "metric_band": ["size_usd", "upper"]}, NEGATIVE_RATE,
+                   "higher", 0.95, 0.35, 100, 1e-6, None, band_cut=88.0)
+    ops = distill(episodes, [ExistingClaim("entry-1", stored, 0.8)], cfg, strategy=None)
+    assert not any(op.op is OpKind.DOWNVOTE for op in ops), [op.content for op in ops]
+    # read at the thirds (a claim stored without its cut), the same words are contradicted
+    legacy = dataclasses.replace(stored, band_cut=None)
+    ops = distill(episodes, [ExistingClaim("entry-1", legacy, 0.8)], cfg, strategy=None)
+    assert any(op.op is OpKind.DOWNVOTE for op in ops)
 
 
 @pytest.mark.parametrize("seed", [8, 9])
