@@ -10,12 +10,15 @@ its window holds the old world (with the default 2,000 episodes, days).
 
 So the curator records a change point per claim *family* (strategy, target and
 the condition's fields: the claims that the same episodes judge, whatever
-their window bounds or direction), at the first new episode that matched the
-reversed claim, and a learner drops its operations on that family while its
-window still starts before the change point (a mixed window is evidence for
-neither world). Meanwhile the curator's own validation, which reads only new
-episodes, carries the family. Once the window has moved past the change point
-the learner votes again, and the point is no longer needed.
+their window bounds or direction; the negative and the positive outcome rate of
+one condition are one family, "swaps on WETH/DAI win" turning into "... lose"),
+at the first new episode that matched the reversed claim. A learner whose window
+still starts before the change point does not take that family's operations from
+its whole window (a mixed window is evidence for neither world): it judges the
+family on the episodes since the change point alone (``since_change``), so the
+world after the change is learned as soon as those episodes show it, not once a
+long window has forgotten the old one. Once the window has moved past the change
+point the whole window is the learner's again, and the point is no longer needed.
 
 The points live in the semantic meta key ``claim_change_points`` as
 ``{family: unix ms}``; ``record`` merges (newest wins) on the writer thread in
@@ -31,16 +34,21 @@ from curator.distiller.operations import Operation
 from grimoire.context import Context
 from grimoire.records import Claim
 
-__all__ = ["CHANGE_POINTS_KEY", "MAX_POINTS", "family", "load", "record",
+__all__ = ["CHANGE_POINTS_KEY", "MAX_POINTS", "family", "load", "record", "since_change",
            "without_straddling"]
 
 CHANGE_POINTS_KEY = "claim_change_points"
 MAX_POINTS = 1024  # families kept; the oldest go first (each is one reversal, a rare event)
 
 
+_OUTCOME_RATES = frozenset({"outcome:negative_rate", "outcome:positive_rate"})
+
+
 def family(claim: Claim) -> str:
-    """The claims one set of episodes judges: strategy, the condition's fields, target."""
-    return f"{claim.strategy or '*'}|{','.join(sorted(claim.condition))}|{claim.target}"
+    """The claims one set of episodes judges: strategy, the condition's fields, target (an
+    outcome's negative and positive rate are one target: the same actions judge both)."""
+    target = "outcome:rate" if claim.target in _OUTCOME_RATES else claim.target
+    return f"{claim.strategy or '*'}|{','.join(sorted(claim.condition))}|{target}"
 
 
 def _parse(value: object) -> dict[str, int]:
@@ -73,6 +81,15 @@ def record(ctx: Context, points: Mapping[str, int]) -> dict[str, int]:
 
     result: dict[str, int] = ctx.writer.call(write)
     return result
+
+
+def since_change(points: Mapping[str, int], window_start: int | None,
+                 window_end: int | None) -> list[int]:
+    """The change points inside a learner's window (after its oldest episode, at or before
+    its newest), oldest first: each is a sub-window the learner judges its families on."""
+    if not points or window_start is None or window_end is None:
+        return []
+    return sorted({at for at in points.values() if window_start < at <= window_end})
 
 
 def without_straddling(

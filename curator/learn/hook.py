@@ -6,7 +6,9 @@ the stored claims of that strategy, runs ``curator.distiller.distill`` and
 ``curator.learn.causal_discovery.discover_links``, drops findings that restate
 arithmetic or read hours from less than two days (``filter``), and
 those on a claim family the curator saw change inside the window
-(``change_points``: a window that mixes two worlds is evidence for neither),
+(``change_points``: a window that mixes two worlds is evidence for neither; such a
+family is judged on the episodes since its change point instead, by a second run of
+the distiller on them),
 optionally lets the LLM add claims and judge new causal links
 (``llm_paths``), then applies the operations
 (``apply``): ADD through the admission gate, UPVOTE / DOWNVOTE as
@@ -45,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from curator.claims import change_points
-from curator.claims.change_points import without_straddling
+from curator.claims.change_points import since_change, without_straddling
 from curator.distiller.distill import distill as run_distiller
 from curator.distiller.operations import ExistingClaim, Operation, OpKind
 from curator.learn.apply import apply_operations, curator_time
@@ -170,6 +172,27 @@ def _rule_ops(ctx: Context, episodes: list[Episode], existing: list[ExistingClai
     return ops
 
 
+def _since_changes(episodes: list[Episode], existing: list[ExistingClaim],
+                   cfg: DistillerConfig, strategy: str | None, points: Mapping[str, int],
+                   ) -> tuple[list[Operation], list[tuple[Operation, str]]]:
+    """The operations on each changed family from the episodes since its change point alone
+    (one distiller run per change point inside the window), filtered as the window's are;
+    and the dropped ones with the reason."""
+    kept: list[Operation] = []
+    dropped: list[tuple[Operation, str]] = []
+    if not episodes:
+        return kept, dropped
+    for at in since_change(points, episodes[0].timestamp, episodes[-1].timestamp):
+        after = [ep for ep in episodes if ep.timestamp >= at]
+        found = [op for op in run_distiller(after, existing, cfg, strategy=strategy)
+                 if points.get(change_points.family(op.claim)) == at]
+        found, leaks = without_leaks(found, cfg, span_ms=after[-1].timestamp - after[0].timestamp)
+        found, echoes = without_echoes(found, after, cfg)
+        kept.extend(found)
+        dropped.extend(leaks + echoes)
+    return kept, dropped
+
+
 def _record_stats(ctx: Context, strategy: str | None, summary: Mapping[str, Any]) -> None:
     ms = float(summary["ms"])
     with ctx.state_lock:
@@ -212,9 +235,13 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
     ops, dropped = without_leaks(ops, cfg, span_ms=span)
     ops, echoes = without_echoes(ops, episodes, cfg)
     dropped.extend(echoes)
-    ops, straddling = without_straddling(ops, change_points.load(ctx),
+    points = change_points.load(ctx)
+    ops, straddling = without_straddling(ops, points,
                                          episodes[0].timestamp if episodes else None)
     dropped.extend(straddling)
+    since_ops, since_dropped = _since_changes(episodes, existing, cfg, strategy, points)
+    ops.extend(since_ops)
+    dropped.extend(since_dropped)
     for op, reason in dropped:
         log.debug("learn.op.dropped", op=op.op.value, claim=op.claim.key, reason=reason)
     refined = time.perf_counter()

@@ -13,7 +13,7 @@ from curator.learn import hook as learn
 from curator.learn.hook import distill, existing_claims, strategy_window
 from curator.learn.reflexion_hook import reflexion_hook
 from curator.learn.votes import VOTES_KEY
-from grimoire.clock import MS_PER_DAY, FrozenClock
+from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
 from grimoire.grimoire import Grimoire
 from grimoire.methods.episode import count_for_distillation
 from grimoire.methods.status import HEALTH_METRICS
@@ -128,6 +128,34 @@ def test_a_change_point_inside_the_window_silences_that_claim_family(g: Grimoire
     assert g.context.semantic.get_meta(VOTES_KEY)[entry.id] == {"up": 1, "down": 0}
 
 
+def test_after_a_change_point_the_family_is_learned_from_the_episodes_since_it(
+        g: Grimoire) -> None:
+    """Gas was cheap at 02:00-04:00 for four days, then dear there (40 gwei vs 24) for two
+    and a half. Over the whole window the hours average out (no finding either way); once
+    the curator has recorded the change, the learner judges the family on the episodes
+    since it alone and finds the new direction."""
+    change = T0 + 4 * MS_PER_DAY
+    write(g, gas_observations(5, hours=96))
+    distill(g.context, None, change)
+    (cheap,) = gas_entry(g)
+    assert cheap.claim is not None and cheap.claim.direction == "lower"
+    write(g, gas_observations(6, start=change, hours=60, cheap_mean=40.0))
+    later = change + 60 * MS_PER_HOUR
+
+    def dear() -> list[GrimoireEntry]:
+        return [e for e in gas_entry(g) if e.claim is not None and e.claim.direction == "higher"]
+
+    distill(g.context, None, later)
+    assert dear() == []  # the whole window mixes the two worlds
+    change_points.record(g.context, {change_points.family(cheap.claim): change})
+    summary = distill(g.context, None, later)
+    assert summary["ops"]["ADD"] >= 1
+    (found,) = dear()
+    assert found.claim is not None and found.claim.condition["hour_window"][0] in (1, 2, 3)
+    assert set(found.parent_episode_ids) <= {
+        e.id for e in g.context.episodes.recent(10_000, since=change)}
+
+
 def test_claim_families_ignore_bounds_and_direction_but_not_target_or_strategy() -> None:
     base = Claim(condition={"hour_window": [2, 4]}, target="metric:gas_gwei",
                  direction="lower", effect=6.0, baseline=24.0, support=40)
@@ -139,6 +167,15 @@ def test_claim_families_ignore_bounds_and_direction_but_not_target_or_strategy()
     assert {change_points.family(c) for c in same} == {change_points.family(base)}
     assert change_points.family(base) not in {change_points.family(c) for c in other}
     assert len({change_points.family(c) for c in other}) == 3
+    # an outcome's negative and positive rate: one family (the same actions judge both)
+    wins = Claim(condition={"action": "swap", "token_pair": "WETH/DAI"},
+                 target="outcome:positive_rate", direction="higher", effect=0.9,
+                 baseline=0.65, support=40)
+    loses = dataclasses.replace(wins, target="outcome:negative_rate", effect=0.7,
+                                baseline=0.35)
+    assert change_points.family(wins) == change_points.family(loses)
+    assert change_points.family(wins) != change_points.family(
+        dataclasses.replace(wins, target="metric:pnl"))
 
 
 def test_hour_windows_wait_for_two_days_of_episodes(g: Grimoire) -> None:
