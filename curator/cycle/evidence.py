@@ -50,7 +50,7 @@ from curator.claims import (
     check_causal,
     judge_claim,
 )
-from curator.cycle.reversals import find_reversals, settle_reversals
+from curator.cycle.reversals import failing_runs, find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
     Change,
@@ -236,6 +236,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     claims: dict[str, Claim] = {}
     reversed_owners: list[tuple[str, Verdict]] = []  # every entry stating a reversed claim
     pending: dict[str, tuple[Claim, int | None]] = {}
+    owners: dict[str, tuple[str, int | None]] = {}  # claim key -> its own entry, learned at
     found_claims = [(entry, _claim_of(entry, by_id)) for entry in entries] if cy.window else []
     counted_at = cy.ctx.semantic.last_evidence_at(
         [e.id for e, found in found_claims if found is not None])
@@ -247,11 +248,14 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         key = f"{claim.key}@{since}"
         judged.append((entry, via, key))
         pending.setdefault(key, (claim, since))
+        if via is None:
+            owners.setdefault(key, (entry.id, learned))
     pools["since"] = _oldest(since for _, since in pending.values())
     for key, (claim, since) in pending.items():
         claims[key] = claim
         verdicts[key] = _judge(cy, window, claim, pools, since)
-    flipped = find_reversals(cy, claims, verdicts)  # claim key -> the claim the episodes make now
+    runs = failing_runs(cy, owners, claims, verdicts, pools)
+    flipped = find_reversals(cy, claims, verdicts, runs)  # key -> the claim made now
     for key in flipped:  # counted as the evidence it is; the reversal is its own transition
         verdict_now = verdicts[key]
         assert verdict_now is not None
@@ -267,8 +271,9 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         counts["right" if verdict.right else "wrong"] += 1
         decided[entry.id] = (verdict, via)
         if via is None and key in flipped:
-            reversed_claims.setdefault(key, (entry, flipped[key], verdict))
-            reversed_owners.append((entry.id, verdict))
+            shown = runs.get(key, verdict)  # the change began where its failing run did
+            reversed_claims.setdefault(key, (entry, flipped[key], shown))
+            reversed_owners.append((entry.id, shown))
     changes: list[Change] = []
     for entry_id in [*decided, *sorted(set(votes) - set(decided))]:
         verdict, via = decided.get(entry_id, (None, None))

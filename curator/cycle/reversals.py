@@ -2,8 +2,14 @@
 
 Called by ``curator.cycle.evidence.validate_predictions`` once the cycle's verdicts are in:
 
+- ``failing_runs``: for a claim the new episodes contradict, the verdict of its whole
+  failing run (every matching episode since the claim was last confirmed, or learned):
+  a rule on a condition a few actions a cycle meet ("swaps on WETH/DAI") is contradicted
+  by five episodes at a time, never enough for one cycle to show the opposite decisively,
+  so without the run it only wore down, cycle by cycle, for a thousand ticks, and the world
+  after the change was never learned (no change point was ever recorded);
 - ``find_reversals``: the verdicts that are decisive reversals (Holm-corrected over the
-  cycle's decided claims);
+  cycle's decided claims), each read on its failing run when it has one;
 - ``settle_reversals``: each entry stating a reversed claim gets the reversal's own
   transition (``transitions.reversal_reason``: its ``valid_until`` is set where the world
   turned, and it leaves active status, so PLAYBOOK.md, at once), its family's change
@@ -20,17 +26,33 @@ import dataclasses
 import functools
 from typing import Any
 
-from curator.claims import EpisodeWindow, Verdict, change_points, reversal
+from curator.claims import (
+    NEGATIVE_RATE,
+    POSITIVE_RATE,
+    EpisodeWindow,
+    Verdict,
+    change_points,
+    judge_claim,
+    reversal,
+)
 from curator.cycle.state import Change, Cycle, admit_recorded, apply_changes, entries, refresh
 from curator.cycle.transitions import is_reversed, reversal_reason
 from curator.distiller import stats
 from curator.distiller.operations import category_for_claim
 from grimoire.gate.admit import Proposal
-from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, Provenance, Regime
+from grimoire.records import (
+    Category,
+    Claim,
+    EntryStatus,
+    EpisodeType,
+    GrimoireEntry,
+    Provenance,
+    Regime,
+)
 from grimoire.stores.semantic.types import EntryFilter
 from playbook.render_text import render_claim
 
-__all__ = ["find_reversals", "settle_reversals"]
+__all__ = ["failing_runs", "find_reversals", "settle_reversals"]
 
 _REGIMES = frozenset(r.value for r in Regime)
 _KNOWN = (EntryStatus.CANDIDATE, EntryStatus.ACTIVE, EntryStatus.DEMOTED,
@@ -88,8 +110,62 @@ def _changed_at(cy: Cycle, when: dict[str, int], verdict: Verdict) -> int:
     return min(times) if times else cy.now
 
 
+def failing_runs(cy: Cycle, owners: dict[str, tuple[str, int | None]],
+                 claims: dict[str, Claim], verdicts: dict[str, Verdict | None],
+                 pools: dict[str, Any]) -> dict[str, Verdict]:
+    """claim key -> the verdict on every matching episode since the claim was last
+    confirmed (never confirmed: since it was learned), for the claims this cycle's
+    episodes contradict, when that run holds more episodes than the cycle's own verdict
+    and says 'wrong' too. ``owners``: claim key -> (the entry stating it, the time it was
+    learned up to). Only reversals read it; the evidence counted is the cycle's own.
+
+    The run starts where the claim last held, so it is the stretch of contradiction a
+    change point would open; each run is one more chance to reverse a claim, and
+    ``find_reversals`` counts it in its family-wise correction as before (one per
+    decided claim) with the effect floors of ``claims.reversal`` on top."""
+    cfg = cy.ctx.config
+    out: dict[str, Verdict] = {}
+    for key, (entry_id, learned) in owners.items():
+        verdict = verdicts.get(key)
+        claim = claims[key]
+        if verdict is None or verdict.right is not False or claim.target.startswith("event:"):
+            continue
+        confirmed = [at for _, kind, _, at in cy.ctx.semantic.list_evidence(entry_id)
+                     if kind == "confirm"]
+        start = max(confirmed) if confirmed else learned
+        if start is None:
+            continue
+        rates = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
+        window = _run_window(cy, pools, start, actions=rates)
+        run = judge_claim(window, claim, cfg.curator.validate_min_support,
+                          cfg.curator.validate_max_votes,
+                          level=cfg.curator.causal_verdict_level if rates else None,
+                          strata=() if rates else cfg.distiller.hour_strata)
+        if run is not None and run.right is False and run.n > verdict.n:
+            out[key] = run
+    return out
+
+
+def _run_window(cy: Cycle, pools: dict[str, Any], start: int, *, actions: bool,
+                ) -> EpisodeWindow:
+    """The episodes (only actions, for a rate) later than ``start``: at most
+    ``curator.window_episodes`` of the newest, and this cycle's; read once per start."""
+    name = f"run:{'actions' if actions else 'all'}@{start}"
+    if name not in pools:
+        types = [EpisodeType.ACTION] if actions else None
+        read = cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes, since=start,
+                                      types=types)
+        seen = {e.id for e in read}
+        extra = [e for e in cy.window if e.id not in seen
+                 and (not actions or e.type is EpisodeType.ACTION)]
+        pools[name] = EpisodeWindow.of(sorted([*read, *extra],
+                                              key=lambda e: (e.timestamp, e.id))).after(start)
+    window: EpisodeWindow = pools[name]
+    return window
+
+
 def find_reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verdict | None],
-               ) -> dict[str, Claim]:
+                   runs: dict[str, Verdict] | None = None) -> dict[str, Claim]:
     """The claims the new episodes decisively reverse: claim key -> the claim they make now.
 
     A reversal needs, besides ``claims.reversal`` (wrong, on twice one prediction's
@@ -98,14 +174,16 @@ def find_reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verd
     log_p_against``), and that this holds at family-wise ``curator.reversal_alpha`` with
     Holm's step-down over every claim the cycle decided: each decided claim was a chance
     to reverse one, and with dozens of claims judged every cycle a few noisily labelled
-    episodes would otherwise write an opposite rule now and then."""
+    episodes would otherwise write an opposite rule now and then. A claim with a failing
+    run (``failing_runs``) is read on the run instead of the cycle's episodes alone."""
     cfg = cy.ctx.config
     candidates: list[tuple[str, Claim, float]] = []
     family = 0
-    for key, verdict in verdicts.items():
-        if verdict is None or verdict.right is None:
+    for key, decided in verdicts.items():
+        if decided is None or decided.right is None:
             continue
         family += 1
+        verdict = (runs or {}).get(key, decided)
         opposite = reversal(claims[key], verdict, min_support=cfg.curator.validate_min_support,
                             min_effect=cfg.distiller.min_effect,
                             min_rate_gap=cfg.distiller.min_rate_gap)

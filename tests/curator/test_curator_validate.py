@@ -305,6 +305,36 @@ def test_reversals_are_holm_corrected_over_the_cycles_claims(
     assert found["among_many"]["reversals"] == 0
 
 
+def test_a_rule_contradicted_a_few_actions_at_a_time_is_reversed_on_its_failing_run(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """"Swaps in high_vol lose" meets three high_vol swaps a cycle, all winning now, while
+    the other swaps lose. One cycle's three are too few to reverse anything (a reversal
+    needs twice validate_min_support); the run of contradiction since the rule last held
+    is not: by the second cycle it shows the opposite decisively, and the change point
+    is where that run began."""
+    old = put(g, category=Category.WARNING, claim=SWAP_CLAIM, confidence=0.8,
+              valid_from=hour(0))
+    found = []
+    for h in (1, 2, 3):
+        write(g, [swap(hour(h) + i * 60_000, "positive") for i in range(3)]
+              + [swap(hour(h) + (10 + i) * 60_000, "negative", regime="sideways")
+                 for i in range(3)])
+        clock.set(hour(h + 0.5))
+        cy = start_cycle(g)
+        found.append(validate_predictions(cy))
+        finish_cycle(cy)
+    assert found[0]["wrong"] == found[1]["wrong"] == 1
+    assert found[0]["reversals"] == 0 and found[1]["reversals"] == 1
+    assert found[2]["reversals"] == 0  # known now: not proposed again
+    after = get(g, old.id)
+    assert after.status is EntryStatus.DEMOTED and after.valid_until == hour(1)
+    assert g.context.semantic.get_meta(change_points.CHANGE_POINTS_KEY) == {
+        change_points.family(SWAP_CLAIM): hour(1)}
+    (new,) = [e for e in g.context.semantic.list_entries(limit=None)
+              if e.claim is not None and e.claim.direction == "lower"]
+    assert new.claim is not None and new.claim.effect == 0.0 and new.claim.support >= 6
+
+
 def test_a_wrong_but_indecisive_verdict_records_no_change_point(
         g: Grimoire, clock: FrozenClock) -> None:
     """Gas at 20 gwei in the cheap window: wrong (past the midpoint) but not past the
