@@ -15,9 +15,14 @@ time just after it, draws situations from the scenario's planted truth and asks:
 - near miss: the same situation with one of the planted condition's fields moved just out of
   it (another regime, pair or action, an hour outside the window, a size across the bound):
   the share of calls that still return one of that regularity's rules as applying.
-- neutral: a situation no planted outcome rule holds in, at an hour outside every planted
-  window: rules that apply, per call (goal ≤ 0.05); "untrue" counts those that match no
-  planted regularity nor any effect the scenario's multipliers plant.
+- neutral: a situation in which no true regularity can be stated as a rule: no planted
+  outcome rule holds, its hour is outside every planted window, and no claim a rule can
+  stand on (an outcome rate on its action, alone or with up to two of its pair, regime,
+  chain and tool; a cost or gain metric of ``distiller.metric_actions`` for its action on
+  one of its fields) is true of the scenario by bench_learning's own tests (``planted_of``:
+  the planted regularities, a part of an outcome rule's condition, a regime multiplier's
+  effect on a metric, an action's gas). Rules that apply, per call (goal ≤ 0.05), are then
+  spurious; "untrue" counts those that match no planted regularity nor effect.
 - exact text: ``retrieve(query=<an episode's text>)`` puts that episode at rank 1. Goal ≥ 0.99.
 - paraphrase: ``retrieve(query=<the planted regularity in other words>)`` puts an entry that
   matches it in the top 3 (goal ≥ 0.9), over the regularities with such an entry. The words
@@ -31,12 +36,13 @@ time just after it, draws situations from the scenario's planted truth and asks:
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,7 +242,36 @@ def _near_miss(world: World, rng: np.random.Generator, rule: OutcomeRule,
     return None if rule_holds(rule, **f) else out
 
 
-def _neutral(world: World, rng: np.random.Generator) -> dict[str, Any] | None:
+_RATES = ("outcome:negative_rate", "outcome:positive_rate")
+
+
+def stateable_claims(sit: Mapping[str, Any], metric_actions: Mapping[str, Sequence[str]],
+                     ) -> list[Claim]:
+    """The claims a served rule could stand on that hold in ``sit``, in the learner's
+    vocabulary: an outcome rate (either side) of its action, alone or with up to two of
+    its other fields, and a metric that ``metric_actions`` ties to its action (rules are
+    derived only for those) on one of its fields, either way; all of its strategy."""
+    action = sit["actions"][0]
+    fields = [(k, sit[k]) for k in ("token_pair", "regime", "chain", "tool") if sit.get(k)]
+    out = [Claim(condition={"action": action, **dict(extra)}, target=target,
+                 direction="higher", effect=0.0, baseline=0.0, support=0,
+                 strategy=sit["strategy"])
+           for size in range(3) for extra in itertools.combinations(fields, size)
+           for target in _RATES]
+    for metric, actions in metric_actions.items():
+        if action not in actions:
+            continue
+        for key, value in [("action", action), *fields]:
+            out.extend(Claim(condition={key: value}, target=f"metric:{metric}",
+                             direction=direction, effect=0.0, baseline=0.0, support=0,
+                             strategy=sit["strategy"]) for direction in ("higher", "lower"))
+    return out
+
+
+def _neutral(world: World, rng: np.random.Generator, true_tests: Sequence[Test],
+             metric_actions: Mapping[str, Sequence[str]]) -> dict[str, Any] | None:
+    """A situation in which no true regularity of the scenario can be stated as a rule
+    (the module doc's "neutral"); None when 200 draws find none."""
     sc = world.scenario
     for _ in range(200):
         sit = _draw(world, rng, None)
@@ -244,6 +279,8 @@ def _neutral(world: World, rng: np.random.Generator) -> dict[str, Any] | None:
         if any(rule_holds(r, **f) for r in sc.outcome_rules):
             continue
         if any(in_hours(f["hour"], w.hours) for w in sc.hour_windows):
+            continue
+        if any(t(c) for c in stateable_claims(sit, metric_actions) for t in true_tests):
             continue
         return sit
     return None
@@ -336,8 +373,9 @@ def measure(g: Grimoire, world: World, embedder: Embedder, seed: int, draws: int
                 got = ask(miss)
                 out["near"].append(any(r["id"] in correct[rule.name] and r["match"] == "applies"
                                        for r in got))
+    metric_actions = g.context.config.distiller.metric_actions
     for _ in range(max(draws, 2 * draws * len(sc.outcome_rules))):
-        calm = _neutral(world, rng)
+        calm = _neutral(world, rng, true_tests, metric_actions)
         if calm is None:
             break
         applies = [r for r in ask(calm) if r["match"] == "applies"]
