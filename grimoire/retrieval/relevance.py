@@ -31,6 +31,7 @@ passes the query's terms with their weights, the background and the candidates).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -68,8 +69,11 @@ def idf(share: float, sample: int) -> float:
     return math.log(1.0 + (sample - df + 0.5) / (df + 0.5))
 
 
-def _tokens(text: str) -> list[str]:
-    return [t.lower() for t in _TOKEN.findall(text)]
+@functools.lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[str, ...]:
+    """The text's words, lower-cased, in order; cached (the same items' texts are read call
+    after call; a tuple, so the cached value cannot be changed by a caller)."""
+    return tuple(t.lower() for t in _TOKEN.findall(text))
 
 
 def repeats(query: str, text: str) -> bool:

@@ -22,6 +22,7 @@ Owns: the samples and the word choice. Must not search.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -49,7 +50,10 @@ def _norm(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=8192)
 def terms_of(text: str) -> frozenset[str]:
+    """The text's distinct normalised words; cached, as retrieval reads the same entries'
+    and episodes' texts call after call (immutable, so safe to share)."""
     return frozenset(_norm(w) for w in _WORD.findall(text))
 
 
