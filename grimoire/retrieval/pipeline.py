@@ -460,8 +460,13 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     items, logged = [], []
     for rank, r in enumerate(rules, start=1):
         items.append(rule_item(r.item, rank, r.tokens, r.text))
+        # no retrieval factor put a rule there: what did is its matched condition
         logged.append({"id": r.item.entry.id, "kind": "entry", "rank": rank,
-                       "score": round(r.item.weight, 6), "factors": {}, "context": context})
+                       "score": round(r.item.weight, 6), "factors": {}, "context": context,
+                       "rule": {"match": r.item.match, "condition": dict(r.item.condition),
+                                "missing": list(r.item.missing),
+                                "confidence": round(r.item.confidence, 6),
+                                "effect_size": round(r.item.effect_size, 6)}})
     for rank, f in enumerate(fitted, start=len(rules) + 1):
         c = f.item
         items.append(_item(c, rank, scores[c.id], factors[c.id], f.text, f.tokens, f.truncated,

@@ -101,6 +101,26 @@ def test_a_rule_served_can_be_reported_as_followed(g: Grimoire, rules: Rules) ->
     assert answer["followed_ids"] == [rules.swap_warning]
 
 
+def test_a_served_rule_is_logged_with_the_condition_it_matched(
+        g: Grimoire, rules: Rules) -> None:
+    """No retrieval factor put a rule there (its factors are empty): the log keeps what did,
+    the condition it matched on the situation, and what it still needs."""
+    out = g.retrieve(situation=SWAP_HIGH_VOL, k=6)
+    settle(g)
+    record = g.context.semantic.get_retrieval(out["retrieval_id"])
+    assert record is not None
+    served = {i["id"]: i["rule"] for i in out["items"] if "rule" in i}
+    logged = {i["id"]: i for i in record.items if i["id"] in served}
+    assert set(logged) == set(served)
+    for entry_id, item in logged.items():
+        assert item["factors"] == {}
+        assert item["rule"]["match"] == served[entry_id]["match"]
+        assert item["rule"]["condition"] == served[entry_id]["condition"]
+        assert item["rule"]["missing"] == served[entry_id]["missing"]
+    assert logged[rules.slippage_warning]["rule"]["condition"]
+    assert logged[rules.swap_warning]["rule"]["missing"] == ["strategy"]
+
+
 def test_a_bad_situation_is_refused_naming_the_field(g: Grimoire, rules: Rules) -> None:
     with pytest.raises(ValidationError) as err:
         g.retrieve(query="swap", situation={"regime": "stormy"})
