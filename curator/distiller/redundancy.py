@@ -10,9 +10,10 @@ target and direction whose episode sets overlap may be one regularity:
 - overlapping but not nested (``swap 20:00–00:00`` and ``swap ∧ high_vol ∧
   WETH/USDC``, when high_vol happened to fall in the evenings): the weaker one
   goes when it no longer holds without the stronger one's episodes;
-- two sides of one split, on opposite outcomes ("swaps above $6,400 lose" and
-  "swaps up to $6,400 win", or "on arbitrum lose" and "on ethereum win" when
-  there are two chains): one comparison read from both ends. When one of the
+- two sides of one split, on opposite outcomes, whose conditions cover the
+  population between them ("swaps above $6,400 lose" and "swaps up to $6,400
+  win", or "on arbitrum lose" and "on ethereum win" when there are two chains):
+  one comparison read from both ends. When one of the
   two no longer holds without the other's episodes, the one whose rate moves
   less from the base rate goes (the larger group's); the smaller, sharper
   statement says the same and more.
@@ -68,9 +69,13 @@ def drop_redundant(
 
 
 def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:
-    """Rates of opposite outcomes, both "higher", over one population."""
+    """Rates of opposite outcomes, both "higher", over one population that their two
+    conditions cover between them (the two ends of one split: a metric below and above a
+    cut, an attribute's two values). Two values of a many-valued attribute ("bear" and
+    "sideways") leave the other values out: two regularities, judged as any others."""
     return (_OPPOSITE.get(a.target) == b.target and a.direction == b.direction == "higher"
-            and bool(np.array_equal(a.population, b.population)))
+            and bool(np.array_equal(a.population, b.population))
+            and not bool((a.population & ~(a.cell | b.cell)).any()))
 
 
 def _one_side(a: Hypothesis, b: Hypothesis, table: Table, cfg: DistillerConfig,

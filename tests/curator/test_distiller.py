@@ -305,6 +305,19 @@ def test_a_threshold_between_the_thirds_is_found_at_its_own_cut(seed: int) -> No
                    for o in distill(episodes, [], thirds, strategy=None))
 
 
+def test_opposite_outcomes_in_two_of_many_regimes_are_two_findings() -> None:
+    """Swaps lose in one regime and win in another: not one split read from both ends (the
+    other regimes are neither), so both stay, however little the rest holds without one."""
+    # most of the swaps in the two regimes: without one, the other's rest is thin
+    episodes = [e for i, e in enumerate(make_episodes(11, n=6000, warning="bad",
+                                                      good_swaps=True))
+                if e.regime in (Regime.HIGH_VOL, Regime.LOW_VOL) or i % 8 == 0]
+    ops = distill(episodes, [], CFG, strategy=None)
+    found = {(o.claim.target, o.claim.condition.get("regime")) for o in ops
+             if o.claim.target in (NEGATIVE_RATE, POSITIVE_RATE)}
+    assert (NEGATIVE_RATE, "high_vol") in found and (POSITIVE_RATE, "low_vol") in found, found
+
+
 def test_the_cuts_of_one_metric_share_the_scans_weight() -> None:
     """Bonferroni within a cut scan: the cuts of one metric (both sides, one action and
     target) share band_scan_weight hypotheses' worth of alpha, whatever their number."""
