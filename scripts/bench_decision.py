@@ -18,11 +18,12 @@ time just after it, draws situations from the scenario's planted truth and asks:
 - neutral: a situation in which no true regularity can be stated as a rule: no planted
   outcome rule holds, its hour is outside every planted window, and no claim a rule can
   stand on (an outcome rate on its action, alone or with up to two of its pair, regime,
-  chain and tool; a cost or gain metric of ``distiller.metric_actions`` for its action on
-  one of its fields) is true of the scenario by bench_learning's own tests (``planted_of``:
-  the planted regularities, a part of an outcome rule's condition, a regime multiplier's
-  effect on a metric, an action's gas). Rules that apply, per call (goal ≤ 0.05), are then
-  spurious; "untrue" counts those that match no planted regularity nor effect.
+  chain and tool; a cost or gain metric of ``distiller.metric_actions`` on its action, or
+  on one of its other fields when the config ties the metric to its action) is true of
+  the scenario by bench_learning's own tests (``planted_of``: the planted regularities, a
+  part of an outcome rule's condition, a regime multiplier's effect on a metric, an
+  action's gas). Rules that apply, per call (goal ≤ 0.05), are then spurious; "untrue"
+  counts those that match no planted regularity nor effect.
 - exact text: ``retrieve(query=<an episode's text>)`` puts that episode at rank 1. Goal ≥ 0.99.
 - paraphrase: ``retrieve(query=<the planted regularity in other words>)`` puts an entry that
   matches it in the top 3 (goal ≥ 0.9), over the regularities with such an entry. The words
@@ -249,8 +250,9 @@ def stateable_claims(sit: Mapping[str, Any], metric_actions: Mapping[str, Sequen
                      ) -> list[Claim]:
     """The claims a served rule could stand on that hold in ``sit``, in the learner's
     vocabulary: an outcome rate (either side) of its action, alone or with up to two of
-    its other fields, and a metric that ``metric_actions`` ties to its action (rules are
-    derived only for those) on one of its fields, either way; all of its strategy."""
+    its other fields; a cost or gain metric (the keys of ``metric_actions``: rules are
+    derived only for those) on its action, and on its other fields when the metric is tied
+    to its action; either way, all of its strategy."""
     action = sit["actions"][0]
     fields = [(k, sit[k]) for k in ("token_pair", "regime", "chain", "tool") if sit.get(k)]
     out = [Claim(condition={"action": action, **dict(extra)}, target=target,
@@ -259,9 +261,10 @@ def stateable_claims(sit: Mapping[str, Any], metric_actions: Mapping[str, Sequen
            for size in range(3) for extra in itertools.combinations(fields, size)
            for target in _RATES]
     for metric, actions in metric_actions.items():
-        if action not in actions:
-            continue
-        for key, value in [("action", action), *fields]:
+        # a rule derived from a metric claim names the claim's own action when it has one
+        # (an LP add's fees), else the actions the config ties to the metric
+        terms = [("action", action), *(fields if action in actions else [])]
+        for key, value in terms:
             out.extend(Claim(condition={key: value}, target=f"metric:{metric}",
                              direction=direction, effect=0.0, baseline=0.0, support=0,
                              strategy=sit["strategy"]) for direction in ("higher", "lower"))
