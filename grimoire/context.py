@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from grimoire.clock import Clock
 from grimoire.config import Config
@@ -24,8 +24,10 @@ from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.semantic.store import SemanticStore
 
-__all__ = ["Context", "CuratorHook", "CycleHook", "DistillHook", "EpisodeWriter",
+__all__ = ["Context", "CuratorHook", "CycleHook", "DistillHook", "EpisodeWriter", "Lazy",
            "PostWriteHook"]
+
+T = TypeVar("T")
 
 #: After each durable episode append, on the writer thread: (ctx, episodes, vectors).
 PostWriteHook = Callable[["Context", Sequence[Any], Any], None]
@@ -39,13 +41,65 @@ CycleHook = Callable[["Context", int, int], Mapping[str, Any]]
 EpisodeWriter = Callable[["Context", Sequence[Mapping[str, Any]]], list[str]]
 
 
+class Lazy(Generic[T]):
+    """A value made on first use (once, whichever thread asks first), or given ready.
+
+    A read-only open (an owner's ``grimoire status`` with no daemon) makes its episode
+    store this way: opening LanceDB and loading the table costs seconds, and most owner
+    views never read an episode."""
+
+    def __init__(self, make: Callable[[], T] | None = None, *, value: T | None = None
+                 ) -> None:
+        if (make is None) == (value is None):
+            raise TypeError("Lazy takes a maker or a value, one of them")
+        self._make = make
+        self._value = value
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+
+    def get(self) -> T:
+        value = self._value
+        if value is None:
+            with self._lock:
+                if self._value is None:
+                    if self._error is not None:  # the prefetch failed: say why, here
+                        error, self._error = self._error, None
+                        raise error
+                    assert self._make is not None
+                    self._value = self._make()
+                value = self._value
+        return value
+
+    def prefetch(self) -> None:
+        """Start making the value on a thread of its own, so that the caller's other slow
+        step (loading the embedding model) runs beside it; ``get`` waits for it and
+        raises what it raised."""
+        if self._value is not None or self._lock.locked():
+            return
+
+        def make() -> None:
+            try:
+                self.get()
+            except BaseException as exc:  # handed to the next get()
+                self._error = exc
+
+        threading.Thread(target=make, name="grimoire-open", daemon=True).start()
+
+    def peek(self) -> T | None:
+        """The value if it was made, else None (nothing is made)."""
+        return self._value
+
+
 @dataclass
 class Context:
     config: Config
     clock: Clock
+    # The facade's read-only open loads the model on the first embed (factory.LazyEmbedder).
     embedder: Embedder
     data_dir: Path
-    episodes: EpisodeStore
+    # The episode store, opened on first use (``episodes``); ``episode_store.peek()`` tells
+    # whether it was.
+    episode_store: Lazy[EpisodeStore]
     semantic: SemanticStore
     graph: GraphStore
     writer: Writer
@@ -81,6 +135,22 @@ class Context:
     # The data directory's FEED.json as read at open (grimoire.stores.marker): simulated or
     # real memory; None when no daemon ever marked it.
     memory: dict[str, Any] | None = None
+
+    @property
+    def episodes(self) -> EpisodeStore:
+        return self.episode_store.get()
+
+    def newest_episode_time(self) -> int | None:
+        """The newest stored episode's timestamp (None: no episode), without opening the
+        episode store when it is not open yet (its journal keeps the figure)."""
+        store = self.episode_store.peek()
+        if store is None:
+            known, newest = EpisodeStore.newest_on_disk(self.data_dir / "episodes")
+            if known:
+                return newest
+            store = self.episodes
+        found = store.recent(1)
+        return found[0].timestamp if found else None
 
     def now(self) -> int:
         return int(self.clock())

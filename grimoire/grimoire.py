@@ -25,11 +25,11 @@ from typing import IO, Any
 from grimoire import __version__
 from grimoire.clock import Clock, SystemClock
 from grimoire.config import Config
-from grimoire.context import Context
+from grimoire.context import Context, Lazy
 from grimoire.errors import ConfigError, GrimoireError, NotAvailableError, StoreError
 from grimoire.logs import EventLog, get_logger
 from grimoire.models.embedders import Embedder
-from grimoire.models.factory import make_embedder
+from grimoire.models.factory import LazyEmbedder, make_embedder
 from grimoire.models.llm import LLM
 from grimoire.runtime.memory import release_free_memory
 from grimoire.runtime.writer import Writer
@@ -224,7 +224,8 @@ class Grimoire:
             lock.close()
             raise
         ctx = Context(
-            config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
+            config=config, clock=clock, embedder=emb, data_dir=root,
+            episode_store=Lazy(value=episodes),
             semantic=semantic, graph=graph, writer=Writer(max_queue=config.daemon.write_queue),
             events=EventLog(),
             embed_stage=Writer(max_queue=config.daemon.write_queue, linger_fraction=0.0,
@@ -251,37 +252,47 @@ class Grimoire:
     @classmethod
     def _open_read_only(cls, root: Path, config: Config, clock: Clock,
                         embedder: Embedder | None) -> Grimoire:
+        """Open only what answers cheaply: the semantic store and the graph now; the
+        episode store (LanceDB's import and the table's load: seconds) on the first read
+        of an episode, and the embedding model on the first embedding. An owner's
+        ``entry list``, ``playbook`` or ``explain`` without a daemon pays for neither."""
         if not (root / "semantic.sqlite").is_file():
             raise StoreError(f"no Grimoire data in {root}: nothing to read (check --data DIR)")
         memory = read_marker(root)
+        emb = embedder or LazyEmbedder(
+            config.embedding.model, config.embedding.model_dir, config.embedding.dim,
+            config.embedding.threads, config.embedding.batch_size,
+            config.embedding.max_tokens,
+        )
         opened: list[Any] = []
         try:
-            emb = embedder or embedder_for(config)
             # The semantic store first: its checks (schema, embedding model) are the
-            # cheapest and say the most; then the episodes' snapshot, then the graph.
+            # cheapest and say the most; then the graph. The episodes' identity is checked
+            # when they are opened.
             semantic = SemanticStore.open(root / "semantic.sqlite", model_id=emb.model_id,
                                           dim=emb.dim, clock=clock, read_only=True)
             opened.append(semantic)
-            episodes = EpisodeStore.open(root / "episodes", model_id=emb.model_id,
-                                         dim=emb.dim, config=config.episodes, clock=clock,
-                                         read_only=True)
-            opened.append(episodes)
             graph = GraphStore.open(root / "graph.lmdb", clock=clock, read_only=True)
             opened.append(graph)
         except BaseException:
             for store in reversed(opened):
                 store.close()
             raise
+
+        def open_episodes() -> EpisodeStore:
+            return EpisodeStore.open(root / "episodes", model_id=emb.model_id, dim=emb.dim,
+                                     config=config.episodes, clock=clock, read_only=True)
+
         ctx = Context(
-            config=config, clock=clock, embedder=emb, data_dir=root, episodes=episodes,
-            semantic=semantic, graph=graph, writer=ReadOnlyWriter(), events=EventLog(),
-            read_only=True,
+            config=config, clock=clock, embedder=emb, data_dir=root,
+            episode_store=Lazy(open_episodes), semantic=semantic, graph=graph,
+            writer=ReadOnlyWriter(), events=EventLog(), read_only=True,
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
         ctx.memory = memory
         _wire(ctx)
         log.info("grimoire.open", data_dir=str(root), model=emb.model_id, dim=emb.dim,
-                 episodes=episodes.count(), tick=ctx.tick, read_only=True)
+                 tick=ctx.tick, read_only=True)
         return cls(ctx, None, read_only=True)
 
     def close(self) -> None:
@@ -302,7 +313,9 @@ class Grimoire:
             ctx.embed_stage.stop()  # what it accepted goes on to the writer before that stops
         ctx.writer.stop()
         errors: list[BaseException] = []
-        for store in (ctx.episodes, ctx.semantic, ctx.graph):
+        for store in (ctx.episode_store.peek(), ctx.semantic, ctx.graph):
+            if store is None:  # a read-only open that never read an episode
+                continue
             try:
                 store.close()
             except GrimoireError as exc:  # keep closing the others; report after
@@ -401,6 +414,8 @@ class Grimoire:
         in words is the query."""
         from grimoire.retrieval.pipeline import retrieve
 
+        if self.read_only:  # open the episodes beside the model's load (both take seconds)
+            self._ctx.episode_store.prefetch()
         if params.get("situation") is None:
             params.pop("situation", None)
             return retrieve(self._ctx, params)

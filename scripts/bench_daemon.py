@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benches import apply_quick  # noqa: E402
+from benches import apply_quick, dispatch  # noqa: E402
 
 from grimoire.config import Config  # noqa: E402
 from grimoire.models.embedders import Embedder  # noqa: E402
@@ -280,5 +280,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{name:<{width}}  {value:>14}  {note}")
 
 
+# ``owner``: the owner's commands with the daemon stopped and through it (issue 27).
+PARTS = {"daemon": main, "owner": "benches.owner"}
+
 if __name__ == "__main__":
-    main()
+    sys.exit(dispatch("bench_daemon.py", PARTS))

@@ -152,7 +152,10 @@ def store_time(ctx: Context) -> int:
     episode was written: the same notion ``data_time`` gives a cycle. A replayed or
     backfilled store shows each entry as its cycles saw it, not decayed by however long
     ago the replayed days were on the clock."""
-    return data_time(CycleState.load(ctx), ctx.episodes.recent(1), ctx.now())
+    newest = ctx.newest_episode_time()  # without opening LanceDB when it is not open
+    if newest is not None:
+        return newest
+    return data_time(CycleState.load(ctx), [], ctx.now())
 
 
 def load_window(ctx: Context, after: tuple[int, str] | None, limit: int) -> list[Episode]:

@@ -7,7 +7,10 @@ Owns ``<dir>/episodes_journal.sqlite``:
   LanceDB never fsyncs, so this table is what makes ``append`` durable
   (``journal_mode=WAL``, ``synchronous=FULL``: each commit fdatasyncs the
   WAL, ~0.4-1.5 ms here; strace shows one fdatasync per append).
-- ``meta``: the embedding identity, checked against the LanceDB table's.
+- ``meta``: the embedding identity, checked against the LanceDB table's, and
+  ``newest_timestamp``: the largest timestamp of any episode ever appended
+  (raised in the same transaction as the rows; episodes are never deleted), so a
+  reader learns the data's time without opening LanceDB (``read_newest``).
 
 Only the store's writer uses it (appends, release after a flush, replay on
 open); reads never touch it. ``read_journal`` is the read-only store's one
@@ -35,7 +38,8 @@ from grimoire.records import Episode
 from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
 from grimoire.stores.sqlite import reader_mode, scrub
 
-__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRow", "read_journal"]
+__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "NEWEST_UNKNOWN", "Journal", "JournalRow",
+           "read_journal", "read_newest"]
 
 JOURNAL_FILE = "episodes_journal.sqlite"
 JOURNAL_VERSION = 1
@@ -51,6 +55,15 @@ CREATE TABLE IF NOT EXISTS journal(
 """
 
 JournalRow = tuple[int, Episode, npt.NDArray[np.float32]]
+
+NEWEST_KEY = "newest_timestamp"
+_NO_EPISODE = "none"  # the store holds no episode yet
+#: ``read_newest``'s answer for a journal that does not know (written before it kept it).
+NEWEST_UNKNOWN = -1
+_RAISE_NEWEST = (
+    "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+    "CASE WHEN value = 'none' OR CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER) "
+    "THEN excluded.value ELSE value END")
 
 
 def _decode(found: Sequence[Any], dim: int) -> list[JournalRow]:
@@ -112,6 +125,34 @@ def read_journal(path: Path, *, model_id: str, dim: int) -> list[JournalRow]:
     finally:
         db.close()
     return _decode(found, dim)
+
+
+def read_newest(path: Path) -> int | None:
+    """The newest episode timestamp the journal at ``path`` recorded, None when the store
+    holds no episode, ``NEWEST_UNKNOWN`` when it cannot say (no journal, or one written
+    before it kept the figure: the caller opens the store instead). Writes nothing."""
+    if not path.is_file():
+        return NEWEST_UNKNOWN
+    readonly = reader_mode(path) == "readonly"
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        db = apsw.Connection(str(path), flags=flags)
+        try:
+            if not readonly:
+                db.execute("PRAGMA query_only=1")
+            db.setbusytimeout(5000)
+            found = db.execute("SELECT value FROM meta WHERE key = ?", (NEWEST_KEY,)
+                               ).fetchall()
+        finally:
+            db.close()
+    except apsw.SQLError:  # no meta table yet: a journal created, not initialised
+        return NEWEST_UNKNOWN
+    except apsw.Error as exc:
+        raise StoreError(f"cannot read episode journal {path}: {exc}") from exc
+    if not found:
+        return NEWEST_UNKNOWN
+    value = str(found[0][0])
+    return None if value == _NO_EPISODE else int(value)
 
 
 class Journal:
@@ -182,11 +223,27 @@ class Journal:
             (seq, ep.id, episode_to_json(ep), vectors[i].astype("<f4").tobytes())
             for i, (ep, seq) in enumerate(zip(episodes, seqs, strict=True))
         ]
+        newest = str(max(ep.timestamp for ep in episodes)) if episodes else None
         try:
             with self._db:
                 self._db.executemany(
                     "INSERT INTO journal(seq, id, episode, vector) VALUES(?, ?, ?, ?)", rows
                 )
+                if newest is not None:
+                    self._db.execute(_RAISE_NEWEST, (NEWEST_KEY, newest))
+        except apsw.Error as exc:
+            raise StoreError(f"episode journal write failed: {exc}") from exc
+
+    def note_newest(self, newest: int | None) -> None:
+        """Record the store's newest timestamp if this journal does not know it yet (a
+        store written before the journal kept it; called at the writable open)."""
+        try:
+            with self._db:
+                if self._db.execute("SELECT 1 FROM meta WHERE key = ?", (NEWEST_KEY,)
+                                    ).fetchall():
+                    return
+                self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?)",
+                                 (NEWEST_KEY, _NO_EPISODE if newest is None else str(newest)))
         except apsw.Error as exc:
             raise StoreError(f"episode journal write failed: {exc}") from exc
 

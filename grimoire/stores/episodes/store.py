@@ -72,7 +72,13 @@ from grimoire.stores.episodes.index import (
     Snapshot,
     pending_vectors,
 )
-from grimoire.stores.episodes.journal import JOURNAL_FILE, Journal, read_journal
+from grimoire.stores.episodes.journal import (
+    JOURNAL_FILE,
+    NEWEST_UNKNOWN,
+    Journal,
+    read_journal,
+    read_newest,
+)
 from grimoire.stores.episodes.lance import TABLE_DIR, LanceEpisodes
 from grimoire.stores.episodes.quantized import QuantizedRows
 from grimoire.stores.episodes.recovery import load_read_only, recover
@@ -165,6 +171,8 @@ class EpisodeStore:
                         journal=journal, lance=lance, lock_fd=lock_fd)
             result = recover(lance, journal, store._index, store._text)
             store._next_seq = result.next_seq
+            newest = store.recent(1)
+            journal.note_newest(newest[0].timestamp if newest else None)
         except BaseException:
             if journal is not None:
                 journal.close()
@@ -193,6 +201,16 @@ class EpisodeStore:
                  journal_rows=result.replayed, read_only=True,
                  seconds=round(time.perf_counter() - started, 3))
         return store
+
+    @staticmethod
+    def newest_on_disk(directory: Path) -> tuple[bool, int | None]:
+        """(known, the newest episode timestamp or None for no episode) of the store in
+        ``directory``, read from its journal without opening LanceDB; known is False for a
+        store whose journal does not keep the figure yet (open it and ask ``recent(1)``)."""
+        found = read_newest(Path(directory) / JOURNAL_FILE)
+        if found == NEWEST_UNKNOWN:
+            return False, None
+        return True, found
 
     def _check_writable(self, method: str) -> None:
         if self.read_only:
