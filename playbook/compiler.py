@@ -34,6 +34,7 @@ _KIND_TITLES = {
     Category.WARNING: "Warnings: avoid these",
     Category.HEURISTIC: "Heuristics: do these",
     "support": "Behind these rules: insights and causal links",
+    "alone": "Other findings: insights and causal links",
     "unconfirmed": "Told or inherited, not yet confirmed by outcomes",
 }
 # Knowledge Grimoire's learners found in this agent's own episodes. Anything else (told
@@ -268,9 +269,16 @@ def _render(kept: Sequence[_Row], header: _Header, shorts: Mapping[str, str],
                           key=lambda r: (r.kind == "support" and r.entry.id not in supports,
                                          r.kind == "unconfirmed" and _RANK[r.entry.category],
                                          *r.order))
-            if rows:
-                blocks.append([f"### {_KIND_TITLES[kind]} ({len(rows)})"])
-                blocks.append([_line(r, shorts, supports, texts[r.entry.id]) for r in rows])
+            # Each heading counts what is under it: the supporting knowledge a shown rule
+            # rests on apart from the findings that stand alone.
+            groups = ([("support", [r for r in rows if r.entry.id in supports]),
+                       ("alone", [r for r in rows if r.entry.id not in supports])]
+                      if kind == "support" else [(kind, rows)])
+            for title, group in groups:
+                if group:
+                    blocks.append([f"### {_KIND_TITLES[title]} ({len(group)})"])
+                    blocks.append([_line(r, shorts, supports, texts[r.entry.id])
+                                   for r in group])
     # The domain's words that appear below, explained in the header (playbook.glossary).
     body = [line for block in blocks[head + 1:] for line in block]
     used = words_used(body)
@@ -314,8 +322,7 @@ def _preamble(header: _Header) -> list[list[str]]:
         [
             "This file is what your agent's memory holds, written by Grimoire's curator at",
             f"tick {header.tick} ({when}). Nobody writes it by hand: it is rebuilt from the",
-            "knowledge store every curator cycle, so edits made here are overwritten. Your",
-            "agent reads it before every considered decision.",
+            "knowledge store every curator cycle, so edits made here are overwritten.",
         ],
         [
             "How to read a line such as"
@@ -329,7 +336,8 @@ def _preamble(header: _Header) -> list[list[str]]:
             "- Then the market regime it applies to (`any regime` if it holds in all).",
             "- Warnings come first in each section and are listed at any confidence, because",
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",
-            "  insights and causal links they were derived from.",
+            "  insights and causal links they were derived from, then other findings no rule",
+            "  rests on yet. Each heading counts the lines under it.",
             "- `## Global` applies to every strategy; `## Strategy: <name>` to one strategy.",
             "- Rules are learned from the agent's own outcomes; what it was told or inherited"
             " stands apart (\"Told or inherited\") until an outcome confirms it.",

@@ -18,8 +18,10 @@ from grimoire.records import Category, Claim, GrimoireEntry
 __all__ = [
     "MAX_FIELD_CHARS",
     "clean_inline",
+    "effect_words",
     "entry_sentence",
     "fmt_number",
+    "fmt_percent",
     "metric_label",
     "render_claim",
     "short_ids",
@@ -99,17 +101,52 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def fmt_number(value: float) -> str:
-    """A stable, short rendering of a measured value (no locale, no exponent for usual sizes)."""
+    """A short, stable rendering of a measured value for a person: at most three significant
+    figures past the thousands (2528932 → 2.53M, 12840 → 12.8k, 3441.7 → 3,442, 20.79 → 20.8,
+    6.564 → 6.56); no locale, no exponent."""
     magnitude = abs(value)
+    if magnitude >= 1e4:
+        for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "B")):
+            scaled = _three_figures(value / scale)
+            if abs(float(scaled)) < 1000 or suffix == "B":  # 999,960 rounds up: 1M
+                return f"{scaled}{suffix}"
     if magnitude >= 1000:
-        text = f"{value:.0f}"
-    elif magnitude >= 100:
-        text = f"{value:.1f}"
-    else:
-        text = f"{value:.2f}"
+        return f"{value:,.0f}"
+    return _three_figures(value)
+
+
+def _three_figures(value: float) -> str:
+    magnitude = abs(value)
+    text = f"{value:.0f}" if magnitude >= 100 else f"{value:.1f}" if magnitude >= 10 else (
+        f"{value:.2f}")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return "0" if text in {"-0", ""} else text
+
+
+def fmt_percent(rate: float) -> str:
+    """A rate (0..1) as a person reads it: whole percents from 10% up (82.94% → 83%), one
+    decimal below (4.62% → 4.6%)."""
+    pct = 100 * rate
+    text = f"{pct:.0f}" if abs(pct) >= 9.95 else f"{pct:.1f}".rstrip("0").rstrip(".")
+    return f"{'0' if text in {'-0', ''} else text}%"
+
+
+def effect_words(effect: float, baseline: float, *, rate: bool = False) -> str:
+    """How far the value under the condition is from the rest, in plain words: "34% higher",
+    "2.1 times as often", "12 bps lower" (a difference where a ratio means nothing)."""
+    if effect == baseline:
+        return "no different"
+    higher = effect > baseline
+    if baseline > 0 and effect >= 0:
+        ratio = effect / baseline
+        if ratio >= 2:
+            return f"{_three_figures(ratio)} times as {'often' if rate else 'high'}"
+        change = abs(ratio - 1)
+        word = ("more often" if higher else "less often") if rate else (
+            "higher" if higher else "lower")
+        return f"{fmt_percent(change)} {word}"
+    return f"{fmt_number(abs(effect - baseline))} {'higher' if higher else 'lower'}"
 
 
 _UNITS = {"gwei": "gwei", "bps": "bps", "usd": "USD", "pct": "%", "ms": "ms", "s": "s"}
@@ -204,11 +241,13 @@ def _reason_text(claim: Claim) -> str:
     if kind == "metric" and name:
         label, unit = metric_label(name)
         return (f"{label} averages {_with_unit(claim.effect, unit)} "
-                f"(vs {_with_unit(claim.baseline, unit)} otherwise; {n})")
+                f"(vs {_with_unit(claim.baseline, unit)} otherwise: "
+                f"{effect_words(claim.effect, claim.baseline)}; {n})")
     if kind == "outcome" and name.endswith("_rate"):
         what = name[: -len("_rate")].replace("_", " ")
-        return (f"{what} outcomes happen {fmt_number(claim.effect * 100)}% of the time "
-                f"(vs {fmt_number(claim.baseline * 100)}% overall; {n})")
+        return (f"{what} outcomes happen {fmt_percent(claim.effect)} of the time "
+                f"(vs {fmt_percent(claim.baseline)} overall: "
+                f"{effect_words(claim.effect, claim.baseline, rate=True)}; {n})")
     return (f"{claim.target.replace('_', ' ')} is {claim.direction} "
             f"({fmt_number(claim.effect)} vs {fmt_number(claim.baseline)}; {n})")
 

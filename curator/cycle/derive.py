@@ -22,7 +22,7 @@ from typing import Any
 from curator.cycle.transitions import DERIVED_TAG, is_derived, is_summary
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, GrimoireEntry
-from playbook.render_text import fmt_number, metric_label
+from playbook.render_text import effect_words, fmt_number, metric_label
 
 __all__ = ["ACTION_TAG", "DerivedRule", "condition_phrase", "derive_rule", "rule_actions"]
 
@@ -102,7 +102,8 @@ def derive_rule(insight: GrimoireEntry, cfg: DistillerConfig) -> DerivedRule | N
     label, unit = metric_label(metric)
     unit_text = f" {unit}" if unit else ""
     because = (f"{label} averages {fmt_number(claim.effect)}{unit_text} "
-               f"(vs {fmt_number(claim.baseline)}{unit_text} otherwise; {claim.support} episodes)")
+               f"(vs {fmt_number(claim.baseline)}{unit_text} otherwise: "
+               f"{effect_words(claim.effect, claim.baseline)}; {claim.support} episodes)")
     doing = _list(list(actions))
     if good:
         content = (f"When {when}, prefer {doing} because {because}." if when

@@ -98,8 +98,12 @@ def band_cut_in(sentence: str, band: object) -> float | None:
         return None
     label, _ = metric_label(str(band[0]))
     found = re.search(rf"\b{re.escape(label)} is {_WHERE[band[1] == 'upper']} "
-                      r"(-?\d+(?:\.\d+)?)", sentence)
-    return float(found.group(1)) if found else None
+                      r"(-?\d[\d,]*(?:\.\d+)?)([kMB])?\b", sentence)
+    if not found:
+        return None
+    # PLAYBOOK.md's figures: 3,442 and 2.53M (playbook.render_text.fmt_number)
+    scale = {"k": 1e3, "M": 1e6, "B": 1e9}.get(found.group(2) or "", 1.0)
+    return float(found.group(1).replace(",", "")) * scale
 
 
 def _object_phrase(condition: Mapping[str, Any]) -> str:

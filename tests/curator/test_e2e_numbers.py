@@ -26,7 +26,7 @@ from grimoire.feeds import SimFeed, load_scenario
 from grimoire.models.embedders import HashEmbedder
 from grimoire.report.data import collect
 from grimoire.service.api import dispatch
-from playbook.render_text import clean_inline, fmt_number
+from playbook.render_text import clean_inline, fmt_number, fmt_percent
 
 pytest.importorskip("curator.learn.hook",
                     reason="needs the learning core wiring (curator.learn.hook)")
@@ -134,9 +134,9 @@ def _against_claim(g: Grimoire, got: dict[str, Any], row: dict[str, Any],
         if row["v"] > k:
             bad.append(f"{entry_id} ✓{row['v']} exceeds the {k} followed times it cites")
     else:
-        effect = fmt_number(claim["effect"] * (100 if claim["target"].startswith("outcome:")
-                                               else 1))
-        if effect not in _NUMBER.findall(row["text"]) and f"{effect}%" not in row["text"]:
+        effect = (fmt_percent(claim["effect"]) if claim["target"].startswith("outcome:")
+                  else fmt_number(claim["effect"]))  # 83%, 4.31M, 20.8: as a person reads it
+        if not re.search(rf"(?<![\w.,]){re.escape(effect)}(?![\w.])", row["text"]):
             bad.append(f"{entry_id} effect {effect} (its claim's) not in {row['text']!r}")
     if row["v"] > n:
         bad.append(f"{entry_id} ✓{row['v']} exceeds the {n} episodes it cites")

@@ -107,4 +107,4 @@ def test_an_active_insight_with_a_claim_is_listed_alone(g: Grimoire) -> None:
     assert found.id in chosen and summary.id not in chosen
     markdown = render_playbook(g.context, now=g.context.now(), tick=1)
     line = next(x for x in markdown.splitlines() if x.startswith(f"- `{found.id[:8]}"))
-    assert "volume averages 6000000 (vs 2500000 otherwise; 40 episodes)" in line
+    assert "volume averages 6M (vs 2.5M otherwise: 2.4 times as high; 40 episodes)" in line

@@ -108,7 +108,8 @@ def test_sections_global_first_then_strategies_by_name_with_warnings_first() -> 
         "### Heuristics: do these (2)",
         "## Strategy: eth-dca",
         "### Heuristics: do these (1)",
-        "### Behind these rules: insights and causal links (2)",
+        # no shown rule rests on them: they are not counted as "behind these rules" (issue 27)
+        "### Other findings: insights and causal links (2)",
         "## Strategy: weth-usdc-lp",
         "### Warnings: avoid these (1)",
     ]
@@ -149,9 +150,10 @@ def test_claim_renders_when_do_because_and_avoid_when() -> None:
     insight = make_entry(category=Category.INSIGHT, content="gas is low at night", claim=claim)
     text = compile_([heuristic, warning, insight])
     assert ("When the market regime is low_vol and the hour is 02:00–04:00 UTC, do large swaps"
-            " because gas averages 6.1 gwei (vs 14.2 gwei otherwise; 12 episodes).") in text
+            " because gas averages 6.1 gwei (vs 14.2 gwei otherwise: 57% lower; "
+            "12 episodes).") in text
     assert ("Avoid swap when trading WETH/USDC because negative outcomes happen 60% of the time"
-            " (vs 20% overall; 9 episodes).") in text
+            " (vs 20% overall: 3 times as often; 9 episodes).") in text
     assert "When the market regime is low_vol and the hour is 02:00–04:00 UTC, gas averages" in text
 
 
@@ -166,8 +168,8 @@ def test_a_band_claim_states_its_cut_and_one_stored_without_it_keeps_its_words()
     old = make_entry(category=Category.WARNING, content=words,
                      claim=replace(band, band_cut=None, strategy="other"))
     text = compile_([new, old])
-    assert ("Avoid remove_liquidity when gas is above 31.24 gwei because negative outcomes "
-            "happen 59% of the time (vs 32% overall; 34 episodes).") in text
+    assert ("Avoid remove_liquidity when gas is above 31.2 gwei because negative outcomes "
+            "happen 59% of the time (vs 32% overall: 84% more often; 34 episodes).") in text
     assert f"— {words}" in text
     assert "metric band" not in text
 
@@ -411,3 +413,24 @@ def test_the_preamble_states_the_confidence_rule_with_the_configured_numbers() -
     assert "(✓ + 4 × prior) / (✓ + ✗ + 4), the prior 0.6 for" in other
     assert "0.99 takes 156 ✓ with no ✗." in other
     assert "· conf 0.80 · ✓8 ✗1 ·" in other  # (8 + 2.4) / (8 + 1 + 4)
+
+
+def test_figures_read_as_a_person_reads_them_and_the_header_claims_nothing_for_the_agent(
+) -> None:
+    """Issue 27: no raw volumes ("2528932") or four-digit percents ("82.94%"); each finding
+    says how large its effect is in words; a heading counts only what is under it; the
+    header does not say what the agent does with the file (that is the agent's business)."""
+    from playbook.render_text import effect_words, fmt_number, fmt_percent
+
+    assert [fmt_number(x) for x in (2528932, 3530802, 12840, 999960, 3441.7, 20.79, 6.564)] == [
+        "2.53M", "3.53M", "12.8k", "1M", "3,442", "20.8", "6.56"]
+    assert [fmt_percent(x) for x in (0.8294, 0.04617, 0.0)] == ["83%", "4.6%", "0%"]
+    assert effect_words(20.79, 15.54) == "34% higher"
+    assert effect_words(0.9, 0.3, rate=True) == "3 times as often"
+    assert effect_words(-5.0, 3.0) == "8 lower"
+    claim = Claim({"regime": "high_vol", "action": "swap"}, "outcome:negative_rate", "higher",
+                  effect=0.8294,
+                  baseline=0.4967, support=72)
+    text = compile_([make_entry(category=Category.WARNING, content="bad", claim=claim)])
+    assert "negative outcomes happen 83% of the time (vs 50% overall: 67% more often;" in text
+    assert "reads it before" not in text
