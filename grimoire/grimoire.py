@@ -416,20 +416,28 @@ class Grimoire:
 
         if self.read_only:  # open the episodes beside the model's load (both take seconds)
             self._ctx.episode_store.prefetch()
+        from grimoire.methods.entry import add_short_ids
+
         if params.get("situation") is None:
             params.pop("situation", None)
-            return retrieve(self._ctx, params)
-        from grimoire.methods.advise import advice_for
+            result = retrieve(self._ctx, params)
+        else:
+            from grimoire.methods.advise import advice_for
 
-        advice, params = advice_for(self._ctx, params)
-        return retrieve(self._ctx, params, advice)
+            advice, params = advice_for(self._ctx, params)
+            result = retrieve(self._ctx, params, advice)
+        add_short_ids(self._ctx, result.get("items") or [])
+        return result
 
     def rules_applicable(self, situation: Any, categories: Any = None, limit: Any = 10,
                          may_apply: Any = True) -> dict[str, Any]:
         from grimoire.methods.advise import rules_applicable
+        from grimoire.methods.entry import add_short_ids
 
-        return rules_applicable(self._ctx, situation, categories=categories, limit=limit,
-                                may_apply=may_apply)
+        result = rules_applicable(self._ctx, situation, categories=categories, limit=limit,
+                                  may_apply=may_apply)
+        add_short_ids(self._ctx, result.get("rules") or [], kind=None)
+        return result
 
     def outcome_report(self, **params: Any) -> dict[str, Any]:
         self._writable("outcome.report")

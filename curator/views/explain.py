@@ -242,19 +242,69 @@ def _when(ms: int) -> str:
     return iso_utc(ms).replace("T", " ").replace("Z", " UTC")
 
 
-def _fields(values: Mapping[str, Any] | None) -> str:
-    if not values:
-        return ""
-    shown = {k: v for k, v in values.items() if k not in ("why", "detail")}
-    return ", ".join(f"{k}={_when(v) if k.endswith('_at') and isinstance(v, int) else _short(v)}"
-                     for k, v in shown.items())
+_PROVENANCE_WORDS = {"self_learned": "learned from its own episodes"}
 
 
-def _short(value: Any) -> str:
+def _provenance(p: Mapping[str, Any]) -> str:
+    kind = str(p.get("provenance", ""))
+    words = _PROVENANCE_WORDS.get(kind, kind.replace("_", " "))
+    golem = (p.get("source") or {}).get("golem_id")
+    return words if golem in (None, "", "local") else f"{words} (from agent {golem})"
+
+
+def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What one curator step changed, field by field, in words: only the fields that moved
+    (a step records whole fields: a structured claim, the sentence), each as before → after;
+    a sentence as the words that changed in it; a structured value as "updated"."""
+    parts = []
+    for key in [k for k in after if k not in ("why", "detail")]:
+        old, new = before.get(key), after[key]
+        if key in before and old == new:
+            continue
+        name = key.replace("_", " ")
+        if isinstance(new, Mapping) or isinstance(old, Mapping):
+            parts.append(f"{name} updated")
+        elif key == "content" and isinstance(old, str) and isinstance(new, str):
+            parts.append(f"sentence {_words_changed(old, new)}")
+        elif key in before:
+            parts.append(f"{name} {_value(key, old)} → {_value(key, new)}")
+        else:
+            parts.append(f"{name} {_value(key, new)}")
+    return ", ".join(parts)
+
+
+def _words_changed(old: str, new: str) -> str:
+    """``"… averages 2481642 …" → "… averages 2497305 …"``: the span that differs, with a
+    word of context each side, the rest elided."""
+    a, b = old.split(), new.split()
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    lo = max(0, start - 1)
+
+    def span(words: list[str]) -> str:
+        hi = len(words) - max(0, end - 1)
+        text = " ".join(words[lo:hi])
+        text = _short(text, 80)
+        return ("… " if lo > 0 else "") + text + (" …" if hi < len(words) else "")
+
+    return f"“{span(a)}” → “{span(b)}”"
+
+
+def _value(key: str, value: Any) -> str:
+    if key.endswith("_at") and isinstance(value, int):
+        return _when(value)
+    return _short(value)
+
+
+def _short(value: Any, width: int = 60) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     text = str(value)
-    return text if len(text) <= 60 else text[:59] + "…"
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _numbers_text(n: Mapping[str, Any]) -> list[str]:
@@ -296,8 +346,7 @@ def render_text(data: Mapping[str, Any]) -> str:
         + f"; last reinforced {d['days_since_access']} d ago).",
         *_rule_lines(d["rule"]),
         f"Votes: ✓{data['votes']['validated_count']} ✗{data['votes']['contradicted_count']}. "
-        f"Provenance: {data['provenance']['provenance']} "
-        f"(golem {data['provenance']['source']['golem_id']}).",
+        f"Provenance: {_provenance(data['provenance'])}.",
     ]
     lines.extend(_numbers_text(data.get("numbers") or {}))
     ev = data.get("evidence") or {}
@@ -318,12 +367,9 @@ def render_text(data: Mapping[str, Any]) -> str:
         lines += ["", "Curator history:"]
         for h in data["history"]:
             why = (h["after"] or {}).get("why", "")
-            change = _fields(h["after"])
-            before = _fields(h["before"])
+            change = _change(h["before"] or {}, h["after"] or {})
             lines.append(f"  cycle {h['cycle']} {_when(h['at'])}  {h['op']}"
-                         + (f": {before} → {change}" if before else f": {change}" if change
-                            else "")
-                         + (f" ({why})" if why else ""))
+                         + (f": {change}" if change else "") + (f" ({why})" if why else ""))
     q = data["quarantine"]
     if q:
         lines += ["", f"Quarantine: {q['reason']} (conflicts with {q['conflicting_id']}); "

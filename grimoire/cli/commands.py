@@ -229,19 +229,29 @@ def register_advise(sub: Sub) -> None:
 
 def register_owner(sub: Sub) -> None:
     pb = sub.add_parser("playbook", help="print PLAYBOOK.md",
-                        description="Print PLAYBOOK.md (from the daemon, else from disk).")
+                        description="Print PLAYBOOK.md (from the daemon, else from disk) "
+                        "without its YAML front matter (the counts a program reads: --raw "
+                        "keeps it, --json prints playbook.get's answer).")
     common(pb)
+    pb.add_argument("--raw", action="store_true", help="the file as it is, front matter too")
 
     def playbook(args: argparse.Namespace) -> int:
         from grimoire.cli.access import daemon_listening
         from grimoire.cli.probe import no_playbook
+        from grimoire.cli.render import without_front_matter
 
         config = load(args)
         if not args.json and not daemon_listening(config.socket):
             path = config.playbook_path
             if not path.exists():
                 raise ValidationError(no_playbook(config))
-            emit(path.read_text(encoding="utf-8").rstrip("\n"))
+            text = path.read_text(encoding="utf-8").rstrip("\n")
+            emit(text if args.raw else without_front_matter(text))
+            return 0
+        if args.raw and not args.json:
+            from grimoire.cli.access import call
+
+            emit(str(call(config, "playbook.get", {}).get("markdown", "")).rstrip("\n"))
             return 0
         return method_command(lambda a: ("playbook.get", {}))(args)
 

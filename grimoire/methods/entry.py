@@ -35,8 +35,10 @@ from grimoire.records import (
 from grimoire.records.text import require_unicode
 from grimoire.retrieval.stages.mentions import index_new_entries
 from grimoire.stores.semantic.types import EntryFilter
+from playbook.render_text import SHORT_ID_CHARS
 
-__all__ = ["ENTRY_KINDS", "add_entry", "get_entry", "list_entries", "proposal_from_params"]
+__all__ = ["ENTRY_KINDS", "add_entry", "add_short_ids", "get_entry", "list_entries",
+           "proposal_from_params"]
 
 
 def _str_list(value: object, field: str, limit: int = 200) -> tuple[str, ...]:
@@ -151,6 +153,7 @@ def get_entry(ctx: Context, id: str) -> dict[str, Any]:
     data = entry.to_dict()
     data["effective_confidence"] = round(
         effective_confidence(entry, store_time(ctx), ctx.config.decay), 4)
+    data["short_id"] = ctx.semantic.short_ids([entry.id], SHORT_ID_CHARS)[entry.id]
     return data
 
 
@@ -191,6 +194,23 @@ def list_entries(ctx: Context, *, category: str | None, status: str | None,
         offset += len(page)
         if kind == "all" or len(page) < max(limit, _PAGE):
             break
+    # Each id's shortest prefix unique in the whole store (never shorter than PLAYBOOK.md's
+    # short id): what the owner's table prints and entry.get / explain take back.
+    shorts = ctx.semantic.short_ids([e.id for e in entries[:limit]], SHORT_ID_CHARS)
     return {"kind": kind, "entries": [
         {**e.to_dict(), "effective_confidence": round(
-            effective_confidence(e, now, ctx.config.decay), 4)} for e in entries[:limit]]}
+            effective_confidence(e, now, ctx.config.decay), 4), "short_id": shorts[e.id]}
+        for e in entries[:limit]]}
+
+
+def add_short_ids(ctx: Context, items: Sequence[dict[str, Any]], *, kind: str | None = "entry"
+                  ) -> None:
+    """Give each entry item of an answer (``kind`` entry; every item for ``kind=None``) its
+    ``short_id``: the shortest prefix unique among the store's entries, never shorter than
+    PLAYBOOK.md's short id (what ``entry show`` and ``explain`` take)."""
+    mine = [i for i in items if "id" in i and (kind is None or i.get("kind") == kind)]
+    if not mine:
+        return
+    shorts = ctx.semantic.short_ids([str(i["id"]) for i in mine], SHORT_ID_CHARS)
+    for item in mine:
+        item["short_id"] = shorts[str(item["id"])]

@@ -38,7 +38,7 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
                        "copy), then copy it to DIR.")
     p.add_argument("src", help="backup directory")
     p.add_argument("dir", help="data directory to create (absent or empty)")
-    p.add_argument("--json", action="store_true", help="print raw JSON")
+    p.add_argument("--json", action="store_true", help="print the machine form (JSON)")
     p.add_argument("--forgotten-in", metavar="DIR",
                    help="the data directory whose TOMBSTONES.jsonl is applied to the restored "
                    "copy: every forget written since the backup began (default: the "
@@ -113,13 +113,24 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
         q.add_argument("--agent", help="this agent's name (default: the data directory's)")
 
 
-def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str))
+def _printer(args: argparse.Namespace) -> Callable[[Any], None]:
+    """How this command prints its answer: a few lines for a person, JSON with ``--json``."""
+
+    def emit(value: Any) -> None:
+        if getattr(args, "json", False):
+            print(json.dumps(value, indent=2, default=str))
+        else:
+            from grimoire.portable.views import render
+
+            print(render(args.command, value))
+
+    return emit
 
 
 def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], Config]) -> int:
     """Run one of ``COMMANDS``; returns the exit code (errors propagate to ``cli.main``)."""
     c = args.command
+    _print = _printer(args)
     # Opening stores logs through structlog, whose default prints to stdout: keep stdout
     # for the command's JSON answer and send warnings and errors to stderr.
     import logging

@@ -33,20 +33,20 @@ def test_backup_restore_export_import_clade_from_the_command_line(
         g.entry_add(category="warning", content="Avoid swaps when gas_gwei > 80 because fees "
                     "eat the gain", confidence=0.9)
     capsys.readouterr()  # the set-up's own log lines
-    assert main(["backup", "--data", str(data), str(tmp_path / "bk")]) == 0
+    assert main(["backup", "--json", "--data", str(data), str(tmp_path / "bk")]) == 0
     assert _out(capsys)["files"]
     assert main(["restore", str(tmp_path / "bk"), str(tmp_path / "restored")]) == 0
     capsys.readouterr()
     assert main(["restore", str(tmp_path / "bk"), str(tmp_path / "restored")]) == 1
     assert "not empty" in capsys.readouterr().err
-    assert main(["export", "--data", str(data), str(tmp_path / "bundle")]) == 0
+    assert main(["export", "--json", "--data", str(data), str(tmp_path / "bundle")]) == 0
     assert _out(capsys)["counts"] == {"entries": 1, "causal": 0, "triples": 0}
     fresh = str(tmp_path / "fresh")
-    assert main(["import", "--data", fresh, str(tmp_path / "bundle"),
+    assert main(["import", "--json", "--data", fresh, str(tmp_path / "bundle"),
                  "--provenance", "lethe"]) == 0
     assert _out(capsys)["entries"] == {"already_imported": 0, "admitted": 1}
     uri = str(tmp_path / "clade")
-    assert main(["clade", "publish", "--data", str(data), uri]) == 0
+    assert main(["clade", "publish", "--json", "--data", str(data), uri]) == 0
     assert _out(capsys)["published"] == 1
-    assert main(["clade", "pull", "--data", fresh, uri]) == 0
+    assert main(["clade", "pull", "--json", "--data", fresh, uri]) == 0
     assert _out(capsys)["foreign"] == 1

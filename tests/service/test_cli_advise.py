@@ -29,10 +29,13 @@ def test_advise_lists_the_warnings_for_a_swap_in_high_vol(tmp_path: Path) -> Non
     lines = p.stdout.splitlines()
     assert lines[0] == ("1 rule(s) apply and 2 may apply to: swap · on WETH/USDC · "
                         "regime high_vol")
-    assert lines[1].startswith(f"1. warning {rules.slippage_warning[:13]} · applies · ")
+    # each rule's shortest prefix unique in the store, never under 8 characters (issue 27)
+    first, third = lines[1].split(" · ")[0].split(), lines[3].split(" · ")[0].split()
+    assert first[:2] == ["1.", "warning"] and rules.slippage_warning.startswith(first[2])
+    assert len(first[2]) >= 8 and lines[1].split(" · ")[1] == "applies"
     assert lines[2].strip().startswith("Avoid swap when the regime is high_vol")
-    assert lines[3].startswith(f"2. warning {rules.swap_warning[:13]} · may apply, needs "
-                               "strategy")
+    assert third[:2] == ["2.", "warning"] and rules.swap_warning.startswith(third[2])
+    assert lines[3].split(" · ")[1] == "may apply, needs strategy"
 
     p = cli("advise", "--action", "swap", "--pair", "WETH/USDC", "--regime", "high_vol",
             "--strategy", "eth-dca", "--applies-only", "--json", *d)

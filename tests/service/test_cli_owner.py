@@ -154,6 +154,8 @@ def test_playbook_after_a_kill_9_prints_the_file_on_disk() -> None:
         proc.kill()
         proc.wait()
         assert (data / "grimoire.sock").exists()  # left behind by the kill
-        p = cli("playbook", "--data", str(data))
+        p = cli("playbook", "--raw", "--data", str(data))
         assert p.returncode == 0 and "playbook_format" in p.stdout
         assert p.stdout == (data / "PLAYBOOK.md").read_text(encoding="utf-8")
+        p = cli("playbook", "--data", str(data))  # for a person: no front matter (issue 27)
+        assert p.returncode == 0 and p.stdout.startswith("# PLAYBOOK")

@@ -130,7 +130,7 @@ def test_a_read_only_open_beside_the_daemon_sees_its_acknowledged_writes(
     assert p.returncode == 0 and p.stdout.startswith(f"wrote {report}"), p.stderr
     assert "Avoid swaps when gas is above 80 gwei" in report.read_text(encoding="utf-8")
     bundle = data.parent / "bundle"
-    p = grimoire_cli("export", "--data", str(data), str(bundle))
+    p = grimoire_cli("export", "--json", "--data", str(data), str(bundle))
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["counts"]["triples"] >= 1
     assert "Avoid swaps when gas is above 80 gwei" in (bundle / "entries.jsonl").read_text(

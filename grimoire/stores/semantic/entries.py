@@ -170,6 +170,33 @@ def get_by_id(conn: apsw.Connection, entry_id: str) -> GrimoireEntry | None:
     return None if row is None else row_to_entry(row)
 
 
+def unique_prefixes(conn: apsw.Connection, ids: Iterable[str], min_chars: int
+                    ) -> dict[str, str]:
+    """Each id's shortest prefix (at least ``min_chars``) that no other entry id in the
+    store starts with: the longest prefix an id shares is with its neighbour in sorted
+    order, so two look-ups on the id index per id answer it."""
+    out: dict[str, str] = {}
+    for id_ in ids:
+        need = min_chars
+        for sql in ("SELECT max(id) FROM grimoire_entries WHERE id < ?",
+                    "SELECT min(id) FROM grimoire_entries WHERE id > ?"):
+            row = conn.execute(sql, (id_,)).fetchone()
+            other = None if row is None else row[0]
+            if isinstance(other, str):
+                need = max(need, _shared(id_, other) + 1)
+        out[id_] = id_[:need]
+    return out
+
+
+def _shared(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def get_by_rids(conn: apsw.Connection, rids: Iterable[int]) -> dict[int, GrimoireEntry]:
     wanted = list(rids)
     if not wanted:

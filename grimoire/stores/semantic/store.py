@@ -263,6 +263,13 @@ class SemanticStore(SemanticBase):
         with store_errors("get_entry"):
             return entries.get_by_id(self._db.read(), entry_id)
 
+    def short_ids(self, ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
+        """Each id's shortest prefix of at least ``min_chars`` unique among every entry in
+        the store (whatever its status): what a table may print and ``entry.get`` /
+        ``explain`` resolve back to the one entry."""
+        with store_errors("short_ids"):
+            return entries.unique_prefixes(self._db.read(), ids, min_chars)
+
     def get_embedding(self, entry_id: str) -> npt.NDArray[np.float32] | None:
         """The stored (L2-normalised) vector of an entry, from vec0."""
         with store_errors("get_embedding"):

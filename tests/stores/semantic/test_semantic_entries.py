@@ -438,7 +438,28 @@ def test_public_surface() -> None:
         "last_evidence_at",
         # forget: what cites or quotes an episode, and erasing it for good
         "rows_referencing", "entries_quoting", "entries_citing", "scrub", "erase",
+        # the owner's tables print each id's shortest prefix unique in the store (issue 27)
+        "short_ids",
     }
+
+
+def test_short_ids_are_unique_in_the_whole_store(store: SemanticStore,
+                                                 rng: np.random.Generator) -> None:
+    """Issue 27: entries made in one millisecond share their first 13 characters (UUIDv7);
+    each id's prefix is lengthened past its neighbours', never below the minimum."""
+    from grimoire.ids import new_id
+
+    made = [new_id(1_767_225_600_000) for _ in range(40)]  # one millisecond
+    for id_ in made:
+        store.insert_entry(make_entry(id=id_, content=f"note {id_}"), unit(rng))
+    alone = new_id(1_767_225_900_000)
+    store.insert_entry(make_entry(id=alone, content="alone"), unit(rng))
+    shorts = store.short_ids([*made[:5], alone], 8)
+    assert shorts[alone] == alone[:8]
+    every = [*made, alone]
+    for id_, short in shorts.items():
+        assert (id_.startswith(short) and len(short) > 13) or id_ == alone
+        assert [e for e in every if e.startswith(short)] == [id_]
 
 
 def test_evidence_counts_each_episode_once_per_entry(store: SemanticStore) -> None:
