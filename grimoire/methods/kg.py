@@ -8,7 +8,7 @@ single writer thread; queries run on the caller's thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grimoire.context import Context
@@ -25,7 +25,8 @@ from grimoire.records.graph import (
     parse_triple_id,
 )
 
-__all__ = ["kg_assert", "kg_at", "kg_invalidate", "kg_known_at", "kg_neighbors"]
+__all__ = ["kg_assert", "kg_assert_many", "kg_at", "kg_invalidate", "kg_known_at",
+           "kg_neighbors"]
 
 
 def _plain_object(value: object) -> object:
@@ -52,6 +53,27 @@ def kg_assert(ctx: Context, params: Mapping[str, Any]) -> dict[str, Any]:
     ctx.events.emit("GrimoireWrite", ctx.now(), kind="triple", count=1,
                     closed=len(result.closed), reinforced=result.reinforced)
     return result.to_dict()
+
+
+def kg_assert_many(ctx: Context, params_list: Sequence[Mapping[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    """``kg_assert`` for many facts (an import): all validated first, then asserted in one
+    writer job (the graph store's one write transaction), in order."""
+    facts = []
+    for n, params in enumerate(params_list):
+        if not isinstance(params, Mapping):
+            raise ValidationError("must be an object", field=f"facts[{n}]")
+        data = dict(params)
+        if "object" in data:
+            data["object"] = _plain_object(data["object"])
+        facts.append(Fact.from_dict(data))
+    if not facts:
+        return []
+    results = ctx.writer.call(lambda: ctx.graph.assert_many(facts))
+    ctx.events.emit("GrimoireWrite", ctx.now(), kind="triple", count=len(facts),
+                    closed=sum(len(r.closed) for r in results),
+                    reinforced=sum(bool(r.reinforced) for r in results))
+    return [r.to_dict() for r in results]
 
 
 def kg_invalidate(ctx: Context, id: Any, at: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import emits one ``IngestResult`` event.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +34,7 @@ from grimoire.errors import ValidationError
 from grimoire.gate.admit import Proposal, admit
 from grimoire.methods.entry import proposal_from_params
 from grimoire.methods.episode import write_episodes
-from grimoire.methods.kg import kg_assert
+from grimoire.methods.kg import kg_assert_many
 from grimoire.records import Claim, EntrySource, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
@@ -128,6 +129,8 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
     # parents first: a derived rule's insight must have its local id before the rule
     fresh.sort(key=lambda pair: bool(pair[0].get("parents")))
     counts["entries"]["already_imported"] = len(proposals) - len(fresh)
+    # One batched embedding for the entries, then every admission (the whole gate, one
+    # entry at a time) in one transaction on the writer: one durable commit, not one each.
     vectors = ctx.embedder.embed([p.content for _, p in fresh]) if fresh else None
     local_ids: dict[str, str] = {}
     hash_of = {str(item.get("source_id")): str(item["hash"]) for item, _ in proposals}
@@ -138,16 +141,17 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
         return tuple(i for i in found if i)
 
     def admit_all() -> None:
-        for i, (item, p) in enumerate(fresh):
-            assert vectors is not None
-            if item.get("parents"):
-                p = dataclasses.replace(p, parent_entry_ids=parent_ids(item))
-            result = admit(ctx, p, vectors[i])
-            decision = str(result["decision"])
-            counts["entries"][decision] = counts["entries"].get(decision, 0) + 1
-            ctx.semantic.set_meta(_LEDGER + item["hash"], result["id"] or "")
-            if result["id"]:
-                local_ids[str(item.get("source_id"))] = str(result["id"])
+        with ctx.semantic.transaction():
+            for i, (item, p) in enumerate(fresh):
+                assert vectors is not None
+                if item.get("parents"):
+                    p = dataclasses.replace(p, parent_entry_ids=parent_ids(item))
+                result = admit(ctx, p, vectors[i])
+                decision = str(result["decision"])
+                counts["entries"][decision] = counts["entries"].get(decision, 0) + 1
+                ctx.semantic.set_meta(_LEDGER + item["hash"], result["id"] or "")
+                if result["id"]:
+                    local_ids[str(item.get("source_id"))] = str(result["id"])
 
     ctx.writer.call(admit_all)
     for item, _ in proposals:  # items imported earlier still map to their local entry
@@ -155,35 +159,39 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
         if known:
             local_ids.setdefault(str(item.get("source_id")), known)
 
-    for link in causal:
-        if _seen(ctx, link["hash"]) is not None:
-            counts["causal"]["skipped"] += 1
-            continue
-        ends = [_local_node(ctx, link[end], local_ids) for end in ("cause", "effect")]
+    links = [link for link in causal if _seen(ctx, link["hash"]) is None]
+    counts["causal"]["skipped"] = len(causal) - len(links)
+    episode_ids = _local_episodes(ctx, links)
+    edges: list[tuple[CausalEdge, str]] = []
+    for link in links:
+        ends = [local_ids.get(str(link[end]["id"])) if link[end]["kind"] == "entry"
+                else episode_ids[_ref(link[end])] for end in ("cause", "effect")]
         if ends[0] is None or ends[1] is None or ends[0] == ends[1]:
             counts["causal"]["skipped"] += 1
             continue
         kind = str(link.get("kind")) if link.get("kind") in set(EdgeKind) else "explicit"
         rel = link.get("relationship")
-        edge = CausalEdge(cause_id=ends[0], effect_id=ends[1], kind=EdgeKind(kind),
-                          weight=INHERITED_EDGE_WEIGHT,
-                          relationship=f"inherited ({provenance}: {origin})"
-                          + (f": {rel}" if rel else ""),
-                          lag_ms=link.get("lag_ms"), evidence_count=1)
-        _on_writer(ctx, _record_edge, ctx, edge, str(link["hash"]))
-        counts["causal"]["added"] += 1
+        edges.append((CausalEdge(cause_id=ends[0], effect_id=ends[1], kind=EdgeKind(kind),
+                                 weight=INHERITED_EDGE_WEIGHT,
+                                 relationship=f"inherited ({provenance}: {origin})"
+                                 + (f": {rel}" if rel else ""),
+                                 lag_ms=link.get("lag_ms"), evidence_count=1),
+                      str(link["hash"])))
+    for start in range(0, len(edges), _CHUNK):
+        ctx.writer.call(functools.partial(_record_edges, ctx, edges[start:start + _CHUNK]))
+    counts["causal"]["added"] = len(edges)
 
-    for triple in triples:
-        if _seen(ctx, triple["hash"]) is not None:
-            counts["triples"]["skipped"] += 1
-            continue
-        got = kg_assert(ctx, {
-            "subject": triple["subject"], "predicate": triple["predicate"],
-            "object": triple["object"], "valid_from": triple["valid_from"],
-            "confidence": round(float(triple.get("confidence", 1.0)) * weight, 4)})
-        _on_writer(ctx, ctx.semantic.set_meta, _LEDGER + str(triple["hash"]),
-                   str(got.get("id", "")))
-        counts["triples"]["added"] += 1
+    fresh_triples = [t for t in triples if _seen(ctx, t["hash"]) is None]
+    counts["triples"]["skipped"] = len(triples) - len(fresh_triples)
+    for start in range(0, len(fresh_triples), _CHUNK):
+        chunk = fresh_triples[start:start + _CHUNK]
+        got = kg_assert_many(ctx, [{
+            "subject": t["subject"], "predicate": t["predicate"], "object": t["object"],
+            "valid_from": t["valid_from"],
+            "confidence": round(float(t.get("confidence", 1.0)) * weight, 4)} for t in chunk])
+        ctx.writer.call(functools.partial(_record_ledger, ctx, [
+            (str(t["hash"]), str(r.get("id", ""))) for t, r in zip(chunk, got, strict=True)]))
+        counts["triples"]["added"] += len(chunk)
 
     summary = {"source": source, "provenance": provenance, "origin": origin,
                "weight": weight, **counts}
@@ -192,21 +200,57 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
     return summary
 
 
-def _on_writer(ctx: Context, fn: Any, *args: Any) -> None:
-    ctx.writer.call(lambda: fn(*args))
+# Edges, ledger rows and triples per writer job: one durable commit per chunk, and the
+# writer stays free for the daemon's other work between chunks.
+_CHUNK = 1000
+_EPISODE_BATCH = 256
 
 
-def _record_edge(ctx: Context, edge: CausalEdge, item_hash: str) -> None:
-    ctx.semantic.upsert_edge(edge, now=ctx.now())
-    ctx.semantic.bound_fan_in([edge.effect_id], ctx.config.retrieval.causal_max_fan_in)
-    ctx.semantic.set_meta(_LEDGER + item_hash, f"{edge.cause_id}>{edge.effect_id}")
+def _record_edges(ctx: Context, edges: Sequence[tuple[CausalEdge, str]]) -> None:
+    """On the writer: the edges, their fan-in bound and their ledger rows, one transaction
+    (bounding after the chunk keeps the same strongest edges as bounding after each)."""
+    now = ctx.now()
+    with ctx.semantic.transaction():
+        for edge, item_hash in edges:
+            ctx.semantic.upsert_edge(edge, now=now)
+            ctx.semantic.set_meta(_LEDGER + item_hash, f"{edge.cause_id}>{edge.effect_id}")
+        ctx.semantic.bound_fan_in([e.effect_id for e, _ in edges],
+                                  ctx.config.retrieval.causal_max_fan_in)
 
 
-def _local_node(ctx: Context, node: dict[str, Any], local_ids: dict[str, str]) -> str | None:
-    if node["kind"] == "entry":
-        return local_ids.get(str(node["id"]))
-    ref = "inherited:" + hashlib.sha256(node["text"].encode()).hexdigest()[:32]
-    found = ctx.episodes.get_by_ref(ref)
-    if found:
-        return found[0].id
-    return write_episodes(ctx, [{"text": node["text"], "type": "observation", "ref": ref}])[0]
+def _record_ledger(ctx: Context, rows: Sequence[tuple[str, str]]) -> None:
+    with ctx.semantic.transaction():
+        for item_hash, local in rows:
+            ctx.semantic.set_meta(_LEDGER + item_hash, local)
+
+
+def _ref(node: dict[str, Any]) -> str:
+    return "inherited:" + hashlib.sha256(node["text"].encode()).hexdigest()[:32]
+
+
+def _local_episodes(ctx: Context, links: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The local episode of every episode endpoint (by its ``inherited:`` ref): the one an
+    earlier import wrote, else a new ``observation`` episode, written in batches (one
+    embedding call and one durable append per batch)."""
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}  # ref -> text, in first-seen order
+    for link in links:
+        for end in ("cause", "effect"):
+            node = link[end]
+            if node["kind"] != "episode":
+                continue
+            ref = _ref(node)
+            if ref in found or ref in missing:
+                continue
+            known = ctx.episodes.get_by_ref(ref)
+            if known:
+                found[ref] = known[0].id
+            else:
+                missing[ref] = node["text"]
+    pending = list(missing.items())
+    for start in range(0, len(pending), _EPISODE_BATCH):
+        batch = pending[start:start + _EPISODE_BATCH]
+        ids = write_episodes(ctx, [{"text": text, "type": "observation", "ref": ref}
+                                   for ref, text in batch])
+        found.update((ref, id_) for (ref, _), id_ in zip(batch, ids, strict=True))
+    return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,32 @@ def test_damaged_bundle_is_refused_and_nothing_written(
             import_bundle(g.context, str(bundle), "clade")
         assert _entries(g) == [] and g.context.episodes.count() == 0
         assert g.context.graph.count() == 0
+
+
+def test_an_import_writes_in_batches_and_keeps_every_item(tmp_path: Path) -> None:
+    """Issue 27: the demo bundle (3k causal links between inherited episodes) took minutes:
+    one writer job, one durable commit and one embedding per link and per episode. Now the
+    episodes are written in batches and the edges in chunks, one transaction each; every
+    link and episode still arrives, once, and a second import adds nothing."""
+    from grimoire.models.embedders import HashEmbedder
+
+    with Grimoire.open(tmp_path / "a", embedder=HashEmbedder()) as g:
+        ids = g.episode_write_batch([{"text": f"gas spiked to {100 + i} gwei at block {i}"}
+                                     for i in range(121)])["ids"]
+        for cause, effect in itertools.pairwise(ids):
+            g.causal_link(cause_id=cause, effect_id=effect, weight=0.8)
+        g.entry_add(category="warning", content=WARNING, confidence=0.9)
+        exported = export_bundle(g.context, tmp_path / "bundle")
+    assert exported["counts"]["causal"] == 120
+    with Grimoire.open(tmp_path / "b", embedder=HashEmbedder()) as g:
+        jobs = g.context.writer.jobs_done
+        got = import_bundle(g.context, str(tmp_path / "bundle"), "predecessor")
+        assert got["causal"] == {"added": 120, "skipped": 0}
+        assert g.context.writer.jobs_done - jobs < 10  # was 1 + 120 edges + 121 episodes
+        assert g.context.episodes.count() == 121  # each endpoint once, by its text
+        edges = [e for e in g.context.semantic.list_edges()
+                 if (e.relationship or "").startswith("inherited")]
+        assert len(edges) == 120 and all(e.weight == 0.3 for e in edges)
+        again = import_bundle(g.context, str(tmp_path / "bundle"), "predecessor")
+        assert again["causal"] == {"added": 0, "skipped": 120}
+        assert g.context.episodes.count() == 121
