@@ -21,8 +21,12 @@ in the weight learning):
 - returned but not followed (positive or negative): an ``irrelevant`` edge,
   nothing else. Neutral outcomes change no entry.
 
-``followed_ids`` defaults to every returned item and must be a subset of
-them. The rerank weights learn from the followed items' factor values
+``followed_ids`` must be a subset of the returned items. Left out, a positive or
+neutral report counts every returned item as followed; a negative one blames none
+(SPEC §11 penalises an entry only when the agent followed it, and a report that does
+not say which item it followed cannot tell): it is recorded on the retrieval (the hit
+rate counts it) with no vote, no edge and no weight learning, and its answer says
+``attributed: false``. The rerank weights learn from the followed items' factor values
 against the pool's mean (``HedgeWeights``; persisted in meta
 ``rerank_weights``; frozen when ``retrieval.learn_weights`` is false).
 
@@ -156,7 +160,10 @@ def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
             raise ValidationError(f"already reported ({record.outcome}); one report per "
                                   "retrieval", field="retrieval_id")
         items = {item["id"]: item for item in record.items}
-        followed = list(items) if followed_ids is None else followed_ids
+        # A failure nobody says was followed is nobody's fault (module docstring).
+        attributed = followed_ids is not None or outcome != "negative"
+        followed = (list(items) if attributed else []) if followed_ids is None \
+            else followed_ids
         strangers = [i for i in followed if i not in items]
         if strangers:
             raise ValidationError(f"not returned by this retrieval: {', '.join(strangers[:5])}",
@@ -169,7 +176,7 @@ def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
             if outcome == "negative" else {}
         changes: list[dict[str, Any]] = []
         edges: dict[str, int] = {}
-        for entry_id, entry in entries.items():
+        for entry_id, entry in entries.items() if attributed else ():
             kind: EdgeKind | None = None
             updated: GrimoireEntry | None = None
             change: dict[str, Any] = {"id": entry_id, "confidence_before": entry.confidence}
@@ -219,7 +226,8 @@ def _apply(ctx: Context, rid: str, outcome: str, pnl: float | None,
     log.info("feedback.outcome", retrieval_id=rid, outcome=outcome, updated=len(changes),
              edges=edges, learned=weights_after is not None)
     return {"updated": len(changes), "retrieval_id": rid, "outcome": outcome,
-            "followed_ids": followed, "entries": changes, "edges": edges,
+            "followed_ids": followed, "attributed": attributed, "entries": changes,
+            "edges": edges,
             "weights": dict((weights_after or learned_weights(ctx)).weights)}
 
 

@@ -86,6 +86,22 @@ def test_negative_counts_against_the_followed_entry_only(
                                        EdgeKind.CAUSED_FAILURE) is not None
 
 
+def test_a_negative_report_that_names_nothing_followed_blames_nothing(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """Issue 27: without followed_ids a failure counted against every item returned, those
+    the agent ignored too. Nobody is blamed now; the retrieval keeps its outcome."""
+    made = _three(g, clock)
+    result = g.retrieve(query=QUERY, kinds=["entry"], mode="deciding")
+    report = g.outcome_report(retrieval_id=result["retrieval_id"], outcome="negative")
+    assert report["attributed"] is False and report["followed_ids"] == []
+    assert report["updated"] == 0 and report["edges"] == {}
+    for entry_id in made:
+        assert entry(g, entry_id).contradicted_count == 0
+        assert entry(g, entry_id).confidence == 0.6
+    record = g.context.semantic.get_retrieval(result["retrieval_id"])
+    assert record is not None and record.outcome == "negative"
+
+
 def test_region_quality_comes_from_the_curators_model(g: Grimoire, clock: FrozenClock) -> None:
     """The report names the failed entry's region quality (how likely the failure was its
     fault: near 1 where actions usually succeed); its confidence is its evidence's."""
