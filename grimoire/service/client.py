@@ -124,8 +124,33 @@ class Client:
         try:
             self._sock.sendall(payload)
         except (ConnectionError, TimeoutError):
+            said = self._last_words()
             self.close()
+            if said is not None:  # e.g. "request larger than max_request_bytes"
+                raise said from None
             raise ProtocolError("the daemon closed the connection") from None
+
+    def _last_words(self) -> GrimoireError | None:
+        """The error the daemon answered before it closed the connection on us (a request
+        over ``daemon.max_request_bytes`` is refused so, while we are still sending it),
+        or None when it said nothing readable."""
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(min(self.timeout or 1.0, 1.0))
+            while b"\n" not in self._buffer:
+                chunk = self._sock.recv(65536)
+                if not chunk:
+                    break
+                self._buffer += chunk
+        except OSError:
+            pass
+        try:
+            response = json.loads(self._buffer.split(b"\n", 1)[0])
+        except ValueError:
+            return None
+        if isinstance(response, dict) and isinstance(response.get("error"), dict):
+            return _to_exception(response["error"])
+        return None
 
     def _answer(self, req_id: int) -> Any:
         try:

@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from grimoire.clock import FrozenClock
-from grimoire.errors import NotFoundError, ProtocolError, StoreError, ValidationError
+from grimoire.errors import (
+    GrimoireError,
+    NotFoundError,
+    ProtocolError,
+    StoreError,
+    ValidationError,
+)
 from grimoire.grimoire import Grimoire
 from grimoire.models.embedders import HashEmbedder
 from grimoire.service.api import METHODS
@@ -272,6 +278,17 @@ def test_half_closed_connection_still_gets_its_answer(served: ServerThread) -> N
 
 
 # -- limits --------------------------------------------------------------------------------
+
+
+def test_the_client_reports_the_daemons_refusal_of_a_request_too_large(
+        served: ServerThread) -> None:
+    """Issue 27: the daemon answers "request larger than max_request_bytes" and closes while
+    the client is still sending; the client said only "the daemon closed the connection"."""
+    with Client(served.path, timeout=30) as client, pytest.raises(
+            GrimoireError, match="max_request_bytes"):
+        client.call("episode.write", {"text": "x" * 8_000_000})
+    with Client(served.path) as client:  # the daemon is fine
+        assert client.call("health")["ok"]
 
 
 def test_an_oversized_request_gets_an_error_then_the_connection_closes(
