@@ -66,3 +66,24 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_env_unknown_key_rejected() -> None:
     with pytest.raises(ConfigError, match="tick_secs"):
         load_config(env={"GRIMOIRE_DAEMON__TICK_SECS": "1"})
+
+
+@pytest.mark.parametrize("key, value", [
+    ("GRIMOIRE_DECAY__HALF_LIFE_DAYS", "{tactical: 0}"),
+    ("GRIMOIRE_DECAY__WARNING_MULTIPLIER", "0"),
+    ("GRIMOIRE_ADMISSION__RECENCY_HALF_LIFE_DAYS", "0"),
+])
+def test_a_zero_half_life_is_refused_by_the_cli(key: str, value: str) -> None:
+    """Issue 27: a zero half-life was accepted (every entry decays to the floor at once);
+    the installed grimoire refuses it with a configuration error naming the setting."""
+    import subprocess
+    import sys
+
+    from tests.service.daemon_support import daemon_env
+
+    grimoire = Path(sys.executable).parent / "grimoire"
+    p = subprocess.run([str(grimoire), "config", "show"], capture_output=True, text=True,
+                       env=daemon_env(**{key: value}), timeout=60)
+    assert p.returncode == 2 and "must be a number > 0" in p.stderr, p.stderr
+    assert key.removeprefix("GRIMOIRE_").lower().replace("__", ".") in p.stderr
+    assert "Traceback" not in p.stderr

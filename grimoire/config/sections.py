@@ -48,12 +48,16 @@ class EmbeddingConfig:
 class DecayConfig:
     half_life_days: dict[str, float | None] = opt(
         {"structural": None, "regime_conditional": 14.0, "tactical": 7.0, "ephemeral": 1.0},
-        "half-life per decay class in days (None = never decays)")
-    warning_multiplier: float = opt(2.0, "half-life multiplier for warnings")
-    bloodstain_multiplier: float = opt(3.0, "half-life multiplier for bloodstain entries")
-    dream_multiplier: float = opt(2.0, "half-life multiplier for dream-validated entries")
+        "half-life per decay class in days (None = never decays; 0 is refused: it would "
+        "decay to the floor at once)", positive=True)
+    warning_multiplier: float = opt(2.0, "half-life multiplier for warnings", positive=True)
+    bloodstain_multiplier: float = opt(3.0, "half-life multiplier for bloodstain entries",
+                                       positive=True)
+    dream_multiplier: float = opt(2.0, "half-life multiplier for dream-validated entries",
+                                  positive=True)
     low_quality_threshold: float = opt(0.3, "quality below this halves the half-life")
-    low_quality_multiplier: float = opt(0.5, "half-life multiplier for low-quality entries")
+    low_quality_multiplier: float = opt(0.5, "half-life multiplier for low-quality entries",
+                                        positive=True)
     floor: float = opt(0.05, "effective confidence never falls below this")
     upvote: float = opt(0.10, "decay.apply_vote only (SPEC §4's UPVOTE); no stored "
                         "confidence moves by it: see decay.prior_strength")
@@ -71,7 +75,8 @@ class DecayConfig:
     min_confidence: float = opt(0.05, "confidence clamp, lower bound")
     max_confidence: float = opt(0.99, "confidence clamp, upper bound")
     dream_strength: float = opt(0.5, "strength added by a dream validation")
-    episode_half_life_hours: float = opt(48.0, "half-life of an episode's recency in retrieval")
+    episode_half_life_hours: float = opt(48.0, "half-life of an episode's recency in retrieval",
+                                         positive=True)
     provenance_weight: dict[str, float] = opt(
         {"self_learned": 1.0, "agent": 1.0, "owner": 1.0, "replicant": 1.0, "clade": 0.8,
          "predecessor": 0.6,
@@ -102,7 +107,8 @@ class AdmissionConfig:
     firewall_contradicted: float = opt(
         0.7, "... contradicting an entry at or above this: quarantine"
     )
-    recency_half_life_days: float = opt(7.0, "temporal recency factor half-life")
+    recency_half_life_days: float = opt(7.0, "temporal recency factor half-life",
+                                        positive=True)
     type_prior: dict[str, float] = opt(
         {"warning": 0.9, "causal_link": 0.7, "heuristic": 0.6, "insight": 0.5,
          "strategy_fragment": 0.4, "dream_journal": 0.3, "observation": 0.2},
