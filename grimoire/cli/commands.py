@@ -313,24 +313,40 @@ def register_entry(sub: Sub) -> None:
     show.set_defaults(handler=method_command(lambda a: ("entry.get", {"id": a.id})))
 
 
+def _kg_words() -> str:
+    from grimoire.records.graph import CUSTOM_PREFIX, EntityKind, Predicate
+
+    return (f"Predicates: {', '.join(p.value for p in Predicate)}, or {CUSTOM_PREFIX}<name> "
+            f"for any other. Entity kinds: {', '.join(k.value for k in EntityKind)}. Each "
+            "subject holds one open object per predicate: asserting another object closes "
+            "the open fact at the new valid_from (the answer lists it under 'closed'); "
+            "asserting the same object again reinforces it.")
+
+
 def register_kg(sub: Sub) -> None:
     kg = sub.add_parser("kg", help="knowledge graph queries and assertions",
-                        description="Query or change the bi-temporal knowledge graph.")
+                        description="Query or change the bi-temporal knowledge graph. "
+                        + _kg_words())
     kg_sub = kg.add_subparsers(dest="kg_command", required=True, metavar="KG_COMMAND")
     for name, help_text, args in [
         ("assert", "assert a fact", ["subject_kind", "subject_id", "predicate", "object",
                                      "valid_from"]),
         ("at", "facts valid at a block", ["subject_kind", "subject_id", "block"]),
-        ("known-at", "facts as known at a time (unix ms)", ["subject_kind", "subject_id",
-                                                            "time"]),
+        ("known-at", "facts as known at a time (unix ms); API kg.known_at",
+         ["subject_kind", "subject_id", "time"]),
         ("neighbors", "entities within k hops", ["subject_kind", "subject_id", "block"]),
         ("invalidate", "close a fact at a block", ["id", "at"]),
     ]:
-        p = kg_sub.add_parser(name, help=help_text, description=help_text)
+        # known_at, the API's spelling, is accepted too
+        p = kg_sub.add_parser(name, help=help_text,
+                              description=help_text + (". " + _kg_words() if name == "assert"
+                                                       else ""),
+                              aliases=["known_at"] if name == "known-at" else [])
         common(p)
         for arg in args:
             p.add_argument(arg, help=arg.replace("_", " ")
-                           + (" (JSON for an entity or a number)" if arg == "object" else ""))
+                           + (" (JSON for an entity or a number)" if arg == "object" else "")
+                           + (" (see the list above)" if arg == "predicate" else ""))
         if name == "neighbors":
             p.add_argument("--max-hops", type=int, default=3, help="hops at most")
         p.set_defaults(handler=method_command(_kg_request))
@@ -350,7 +366,7 @@ def _kg_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
                              "valid_from": _number(args.valid_from, "valid_from")}
     if k == "at":
         return "kg.at", {"subject": subject, "block": _number(args.block, "block")}
-    if k == "known-at":
+    if k in ("known-at", "known_at"):
         return "kg.known_at", {"subject": subject, "time": _number(args.time, "time")}
     return "kg.neighbors", {"subject": subject, "block": _number(args.block, "block"),
                             "max_hops": args.max_hops}
