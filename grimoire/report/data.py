@@ -8,6 +8,8 @@ Every number here is a count or a value read from the stores, never an estimate:
 - ``episodes_by_day``: episodes per UTC day and type, and action outcomes per day;
 - ``retrievals_by_day``: retrievals per day, median and p95 latency (of those whose
   latency was logged), outcomes reported, and the hit rate = positive / reported;
+- ``candidates``: the entries being judged (status candidate, never listed in
+  PLAYBOOK.md while they are), the most confident first, with their ✓ / ✗;
 - ``graph``: the knowledge graph's triples (open, closed, versions, subjects);
 - ``causal``: learned causal-link entries, the causal edges by kind (outcome edges too),
   and the lags of the edges between events (their own ``lag_ms``, else the time from the
@@ -27,9 +29,14 @@ from grimoire.context import Context
 from grimoire.records import Category, EntryStatus, EpisodeType, Outcome
 from grimoire.stores.semantic.types import EdgeKind, EntryFilter
 
-__all__ = ["CausalSummary", "ReportData", "RetrievalDay", "RuleHistory", "collect", "day_of"]
+__all__ = ["MIN_REPORTED", "CausalSummary", "ReportData", "RetrievalDay", "RuleHistory",
+           "collect", "day_of"]
 
 MS_PER_DAY = 86_400_000
+#: Fewer outcomes reported than this give no hit rate: "0%" from one report says nothing.
+MIN_REPORTED = 5
+#: Candidates the report lists (the most confident); the count is of all of them.
+MAX_CANDIDATES = 25
 # Edge kinds that say cause → effect between events (outcome edges link entries to decisions).
 _EVENT_EDGE_KINDS = (EdgeKind.EXPLICIT, EdgeKind.AUTO, EdgeKind.DISCOVERED, EdgeKind.KG)
 
@@ -73,7 +80,8 @@ class RetrievalDay:
 
     @property
     def hit_rate(self) -> float | None:
-        return self.positive / self.reported if self.reported else None
+        """positive / reported, None under ``MIN_REPORTED`` reports."""
+        return self.positive / self.reported if self.reported >= MIN_REPORTED else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +105,8 @@ class ReportData:
     causal: CausalSummary
     counts: dict[str, Any] = field(default_factory=dict)
     simulated: bool = False  # FEED.json: the market simulator's memory, in simulated time
+    # (id, category, confidence, ✓, ✗, content) of the most confident candidates
+    candidates: tuple[tuple[str, str, float, int, int, str], ...] = ()
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -209,6 +219,10 @@ def collect(ctx: Context, *, now: int | None = None, max_edges: int = 20_000) ->
         cycles=cycles, rules=rules, episode_types=types, episodes_by_day=by_type,
         outcomes_by_day=outcomes, retrievals=_retrievals(ctx), graph=graph,
         causal=_causal(ctx, max_edges),
+        candidates=tuple((e.id, e.category.value, e.confidence, e.validated_count,
+                          e.contradicted_count, e.content) for e in ctx.semantic.list_entries(
+                              EntryFilter(statuses=(EntryStatus.CANDIDATE,)),
+                              limit=MAX_CANDIDATES)),
         counts={"episodes": ctx.episodes.count(), "entries": counts.total,
                 "entries_by_status": dict(counts.by_status),
                 "causal_edges": counts.causal_edges},

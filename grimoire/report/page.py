@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
-from grimoire.report.data import ReportData, RuleHistory
+from grimoire.report.data import MIN_REPORTED, ReportData, RuleHistory
 from grimoire.report.svg import Series, histogram, line_chart, sparkline, stacked_bars
 from playbook import write_atomic
 from playbook.render_text import short_ids
@@ -119,6 +119,24 @@ def _learned(data: ReportData, short: _Shorts) -> str:
     return "".join(out)
 
 
+def _candidates(data: ReportData, short: _Shorts) -> str:
+    """What the curator is still judging: never in PLAYBOOK.md, so never in the table above."""
+    total = int((data.counts.get("entries_by_status") or {}).get("candidate", 0))
+    out = [f'<h3 id="candidates">Candidates: being judged, not listed yet ({total:,})</h3>']
+    if not data.candidates:
+        return "".join(out) + '<p class="note">No candidate entry right now.</p>'
+    shown = len(data.candidates)
+    out.append('<p class="note">An entry starts as a candidate and is listed in PLAYBOOK.md '
+               "once it is promoted (or, a warning, once its confidence allows). "
+               + (f"The {shown} most confident of {total:,}:" if total > shown else "")
+               + "</p>")
+    out.append(_table(["id", "kind", "what it says", "✓", "✗", "confidence"], [
+        [f"<code>{escape(short[i])}</code>", escape(kind),
+         escape(text[:160] + ("…" if len(text) > 160 else "")), str(ok), str(bad), f"{conf:.2f}"]
+        for i, kind, conf, ok, bad, text in data.candidates], {3, 4, 5}))
+    return "".join(out)
+
+
 def _rule_row(rule: RuleHistory, data: ReportData, short: _Shorts) -> list[str]:
     times = dict(data.cycles)
     first, last = rule.points[0], rule.points[-1]
@@ -162,7 +180,8 @@ def _retrieval(data: ReportData) -> str:
     positive = sum(d.positive for d in days)
     out.append(_cards([("retrievals", f"{total:,}"), ("outcomes reported", f"{reported:,}"),
                        ("hit rate (positive / reported)",
-                        f"{positive / reported:.0%}" if reported else "–")]))
+                        f"{positive / reported:.0%}" if reported >= MIN_REPORTED
+                        else f"– (needs {MIN_REPORTED} reports)")]))
     out.append(line_chart(
         [Series("p50", [(d.day, d.p50_ms) for d in days if d.p50_ms is not None]),
          Series("p95", [(d.day, d.p95_ms) for d in days if d.p95_ms is not None])],
@@ -170,14 +189,21 @@ def _retrieval(data: ReportData) -> str:
         empty="no retrieval with a logged latency yet"))
     out.append(line_chart(
         [Series("hit rate", [(d.day, d.hit_rate) for d in days if d.hit_rate is not None])],
-        title="Hit rate per day: retrievals whose decision went well, of those reported",
+        title=f"Hit rate per day: retrievals whose decision went well, of those reported "
+              f"(days with {MIN_REPORTED} reports or more)",
         x_label="day", y_label="hit rate", x_fmt=_date, y_range=(0.0, 1.0),
-        y_fmt=lambda v: f"{v:.0%}", legend=False, empty="no outcome reported yet"))
+        y_fmt=lambda v: f"{v:.0%}", legend=False,
+        empty=f"no day has {MIN_REPORTED} outcomes reported yet" if reported
+        else "no outcome reported yet"))
     return "".join(out)
 
 
 def _graph(data: ReportData) -> str:
     g = data.graph
+    if not g.get("triples"):
+        return ('<h2 id="graph">Knowledge graph</h2><p class="note">No facts yet: the graph '
+                "holds what the agent asserts (<code>kg.assert</code>) or a bundle imports."
+                "</p>")
     return ('<h2 id="graph">Knowledge graph</h2>' + _cards(
         [("triples", f"{g.get('triples', 0):,}"), ("open (valid now)", f"{g.get('open', 0):,}"),
          ("closed", f"{g.get('closed', 0):,}"), ("versions", f"{g.get('versions', 0):,}"),
@@ -229,9 +255,10 @@ def render_page(data: ReportData) -> str:
                "from Grimoire's built-in market simulator (<code>grimoire run --feed sim"
                "</code>), not from an agent's real episodes.</p>") + nav
     short = _Shorts(short_ids([*(r.entry_id for r in data.rules),
-                               *(link[0] for link in data.causal.links)]))
-    body = head + nav + _learned(data, short) + _episodes(data) + _retrieval(data) \
-        + _graph(data) + _causal(data, short)
+                               *(link[0] for link in data.causal.links),
+                               *(c[0] for c in data.candidates)]))
+    body = (head + nav + _learned(data, short) + _candidates(data, short) + _episodes(data)
+            + _retrieval(data) + _graph(data) + _causal(data, short))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>Grimoire report</title><style>{_CSS}</style></head><body>{body}"

@@ -106,12 +106,20 @@ def _axes_markup(ax: _Axes, xticks: Sequence[float], yticks: Sequence[float], x_
     return "".join(out)
 
 
-def _legend(names: Sequence[tuple[str, str]], x: int, y: int) -> str:
+# An 11 px sans-serif character is at most ~6.5 px wide (digits, capitals, "w" and "m"):
+# a legend label is cut to what fits its column, the whole name in its tooltip.
+_CHAR_PX = 6.5
+
+
+def _legend(names: Sequence[tuple[str, str]], x: int, y: int, width: int) -> str:
+    fits = max(4, int((width - 18) / _CHAR_PX))
     out = [f'<g {_FONT} fill="#333">']
     for i, (name, color) in enumerate(names):
         yy = y + i * 15
+        shown = name if len(name) <= fits else name[:fits - 1].rstrip() + "…"
         out.append(f'<rect x="{x}" y="{yy - 8}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{x + 14}" y="{yy + 1}">{escape(name[:40])}</text>')
+                   f'<text x="{x + 14}" y="{yy + 1}"><title>{escape(name)}</title>'
+                   f'{escape(shown)}</text>')
     out.append("</g>")
     return "".join(out)
 
@@ -148,7 +156,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
                         f'<title>{escape(s.name)}: {escape(x_fmt(x))} → {escape(y_fmt(y))}'
                         f'</title></circle>')
     if legend_w:
-        body.append(_legend(named, width - legend_w + 4, 22))
+        body.append(_legend(named, width - legend_w + 4, 22, legend_w - 4))
     return _frame(width, height, title, "".join(body))
 
 
@@ -182,7 +190,7 @@ def stacked_bars(xs: Sequence[float], stacks: Sequence[tuple[str, Sequence[float
             body.append(f'<text x="{left + bar / 2:.1f}" y="{ax.bottom + 15}" {_FONT} '
                         f'text-anchor="middle" fill="#333">{escape(x_fmt(x))}</text>')
     body.append(_legend([(n, colors[j % len(colors)]) for j, (n, _) in enumerate(stacks)],
-                        width - legend_w + 4, 22))
+                        width - legend_w + 4, 22, legend_w - 4))
     return _frame(width, height, title, "".join(body))
 
 
