@@ -125,6 +125,17 @@ class TickSchedule:
         return skipped
 
 
+def wall_time_settings(config: Config) -> Config:
+    """Under ``--speed`` the stores read the accelerated clock; a setting that paces work in
+    real time is scaled so that it keeps its meaning. ``episodes.flush_ms`` (how long
+    episodes wait in the journal before they are appended to LanceDB) was read as 1 s of
+    demo time, so the README demo (600×, one tick = 0.3 s) appended and fsync'd the table
+    every other tick: 0.1-0.8 s on 2 loaded cores, and the heartbeat skipped the ticks it
+    overran. The journal keeps the episodes durable and readable meanwhile."""
+    speed = config.daemon.speed
+    return config.replace(**{"episodes.flush_ms": int(config.episodes.flush_ms * speed)})
+
+
 def tick_seconds(config: Config, feed: Feed) -> float:
     """The configured tick, else the feed's own (the simulator scenario's), else SPEC's 40 s."""
     if config.daemon.tick_seconds is not None:
@@ -461,6 +472,7 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     clock: Any = SystemClock()
     if config.daemon.speed != 1.0:
         clock = AcceleratedClock(SystemClock()(), config.daemon.speed)
+        config = wall_time_settings(config)
     g = Grimoire.open(config=config, clock=clock, embedder=embedder, llm=llm)
     try:
         if isinstance(clock, AcceleratedClock):

@@ -397,3 +397,25 @@ def test_accelerated_time_never_runs_backwards_across_restarts(root: Path) -> No
     wall = int(time.time() * 1000)
     assert last[0] > wall + 600_000  # the first run really ran ahead (> 10 simulated min)
     assert last[1] > last[0]
+
+
+def test_the_demo_speed_keeps_the_episode_flush_in_real_time(root: Path) -> None:
+    """Issue 27: at --speed 600 ``episodes.flush_ms`` (1 s) was read on the accelerated
+    clock, so every other 0.3 s tick appended and fsync'd the LanceDB table (0.1-0.8 s on 2 loaded
+    cores) and the README demo skipped ticks. The setting is real time: about one flush
+    per ~4 ticks (one every other tick before)."""
+    from grimoire.config import Config
+    from grimoire.service.daemon import wall_time_settings
+
+    assert wall_time_settings(Config().replace(**{"daemon.speed": 600.0})).episodes.flush_ms \
+        == 600_000
+    data = root / "d"
+    p = subprocess.run(
+        [sys.executable, "-m", "grimoire", "run", "--feed", "sim", "--data", str(data),
+         "--speed", "600", "--max-ticks", "40", "--log-level", "debug", "--json"],
+        env=daemon_env(), capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    events = [json.loads(line).get("event") for line in p.stdout.splitlines()
+              if line.startswith("{")]
+    ticks, flushes = events.count("heartbeat.tick"), events.count("episodes.flush")
+    assert ticks == 40 and flushes <= ticks // 4, (ticks, flushes)  # 20 before
