@@ -334,14 +334,14 @@ def register_kg(sub: Sub) -> None:
         ("at", "facts valid at a block", ["subject_kind", "subject_id", "block"]),
         ("known-at", "facts as known at a time (unix ms); API kg.known_at",
          ["subject_kind", "subject_id", "time"]),
+        ("known_at", "the same as known-at (the API's spelling)",
+         ["subject_kind", "subject_id", "time"]),
         ("neighbors", "entities within k hops", ["subject_kind", "subject_id", "block"]),
         ("invalidate", "close a fact at a block", ["id", "at"]),
     ]:
-        # known_at, the API's spelling, is accepted too
         p = kg_sub.add_parser(name, help=help_text,
                               description=help_text + (". " + _kg_words() if name == "assert"
-                                                       else ""),
-                              aliases=["known_at"] if name == "known-at" else [])
+                                                       else ""))
         common(p)
         for arg in args:
             p.add_argument(arg, help=arg.replace("_", " ")
