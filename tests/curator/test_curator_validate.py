@@ -198,7 +198,7 @@ def test_a_decisive_reversal_demotes_the_claim_and_proposes_the_reversed_one(
     assert new.claim is not None and new.claim.effect == 42.0
     assert len(new.parent_episode_ids) == 6 and new.status is EntryStatus.CANDIDATE
     assert new.content == ("When the hour is 02:00–04:00 UTC, gas averages 42 gwei (vs 24 "
-                           "gwei otherwise; 6 episodes).")
+                           "gwei otherwise: 75% higher; 6 episodes).")
     assert deltas(g, new.id) == ["reversal"]
     (audit,) = [d for d in g.context.semantic.list_curator_deltas(entry_id=old.id)
                 if d.op == "validate"]
