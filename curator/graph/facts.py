@@ -16,6 +16,8 @@ custom:venue_pool      contract venue     pool A/B             an action's ``too
 custom:venue_protocol  contract venue     contract <tool>      an action's ``tool``
 custom:venue_chain     contract venue     string <chain>       an action's ``chain``
 custom:feed_for        oracle <name pair> pool of the pair     text "<Name> <PAIR> oracle|feed"
+custom:venue_pool      contract venue     pool A/B             text "<Name> [vN] <PAIR> pool"
+custom:venue_protocol  contract venue     contract <name>      text "<Name> [vN] <PAIR> pool"
 custom:co_occurs.<k>   entity             entity <k>           ``cooccur`` (consolidation)
 =====================  =================  ===================  ============================
 
@@ -26,6 +28,9 @@ episode's time (``valid_from``: unix ms, the data's time, not a block).
 
 The oracle reading is a grammatical one, not a vocabulary: a capitalised name, a pair and
 the entity kind's own word ("oracle" or "feed") in that order ("Chainlink WETH/USD oracle").
+A protocol named in text is read the same way: a capitalised name, an optional version and
+a pair before the word "pool" ("Uniswap v3 WETH/USDC pool", "Curve stETH/ETH pool") is that
+protocol's venue for the pool, on the episode's chain when it has one.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ PREDICATES = (TOKEN0, TOKEN1, VENUE_POOL, VENUE_PROTOCOL, VENUE_CHAIN, FEED_FOR)
 _PAIR = r"[A-Z][A-Z0-9.]{1,11}/[A-Z][A-Z0-9.]{1,11}"
 _FEED = re.compile(rf"(?<![A-Za-z0-9])([A-Z][A-Za-z0-9]{{1,31}}) ({_PAIR}) (?:oracle|feed)\b",
                    re.IGNORECASE)
+_POOL_MENTION = re.compile(
+    rf"(?<![A-Za-z0-9])([A-Z][A-Za-z0-9]{{1,31}})(?: (v\d{{1,2}}))? ({_PAIR}) pool\b")
 _MAX_ID = 200
 
 
@@ -116,6 +123,14 @@ def episode_facts(episode: Episode) -> list[EpisodeFact]:
         add(venue, VENUE_PROTOCOL, ObjectValue.entity(EntityRef(EntityKind.CONTRACT, tool)))
         if episode.chain and episode.chain.strip():
             add(venue, VENUE_CHAIN, ObjectValue.string(episode.chain.strip().lower()))
+    for match in _POOL_MENTION.finditer(episode.text):
+        name, version, pair = match.group(1), match.group(2), match.group(3).upper()
+        a, _, b = pair.partition("/")
+        protocol = name.lower() + (f"_{version.lower()}" if version else "")
+        pool = "/".join(sorted((a, b)))
+        venue = EntityRef(EntityKind.CONTRACT, venue_id(protocol, episode.chain, pool))
+        add(venue, VENUE_POOL, ObjectValue.entity(EntityRef(EntityKind.POOL, pool)))
+        add(venue, VENUE_PROTOCOL, ObjectValue.entity(EntityRef(EntityKind.CONTRACT, protocol)))
     for match in _FEED.finditer(episode.text):
         name, pair = match.group(1), match.group(2).upper()
         a, _, b = pair.partition("/")

@@ -15,7 +15,7 @@ from curator.graph.facts import episode_facts
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.records import Episode, EpisodeType
-from grimoire.records.graph import MAX_BLOCK, EntityKind, EntityRef
+from grimoire.records.graph import MAX_BLOCK, EntityKind, EntityRef, ObjectValue
 from tests.curator.test_curator_support import T0, grimoire_at
 
 MIN = 60_000
@@ -68,6 +68,17 @@ def test_an_oracle_feed_named_in_text_is_linked_to_its_pair(g: Grimoire) -> None
     g.curator_run()
     feed = _facts(g, "oracle", "Chainlink WETH/USD")
     assert feed["custom:feed_for"]["object"]["value"] == {"kind": "pool", "id": "USD/WETH"}
+
+
+def test_a_protocol_named_in_text_is_the_venue_of_its_pool() -> None:
+    episode = Episode(id="e1", text="Liquidity left the Uniswap v3 WETH/USDC pool overnight",
+                      type=EpisodeType.OBSERVATION, timestamp=T0, chain="Arbitrum")
+    facts = {(f.subject.id, f.predicate): f.object for f in episode_facts(episode)}
+    venue = "uniswap_v3@arbitrum:USDC/WETH"
+    assert facts[(venue, "custom:venue_pool")] == ObjectValue.entity(
+        EntityRef(EntityKind.POOL, "USDC/WETH"))
+    assert facts[(venue, "custom:venue_protocol")] == ObjectValue.entity(
+        EntityRef(EntityKind.CONTRACT, "uniswap_v3"))
 
 
 def test_prose_without_the_pattern_states_nothing() -> None:
