@@ -359,9 +359,21 @@ def build_server(call: tools.Call) -> Any:
                  "it recounted. Give exactly one of episode, actor, thread, entity, matching; "
                  "dry_run: true lists what would go and changes nothing.")
     @_tool_errors
-    def forget(episode: str | None = None, actor: str | None = None,
-               thread: str | None = None, entity: str | None = None,
-               matching: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def forget(
+        episode: Annotated[str | None, Field(description="one episode's id")] = None,
+        actor: Annotated[str | None, Field(
+            description="every episode of this actor (who spoke or acted)")] = None,
+        thread: Annotated[str | None, Field(
+            description="every episode of this thread (conversation, session, task)")] = None,
+        entity: Annotated[str | None, Field(
+            description="everything that names this entity: 'token:WETH' or a bare name")
+        ] = None,
+        matching: Annotated[str | None, Field(
+            description="everything that quotes this phrase (case-insensitive, 3+ chars)")
+        ] = None,
+        dry_run: Annotated[bool, Field(
+            description="list what would go and change nothing")] = False,
+    ) -> dict[str, Any]:
         out: dict[str, Any] = call("forget", _given(
             {"dry_run": dry_run}, episode=episode, actor=actor, thread=thread, entity=entity,
             matching=matching))

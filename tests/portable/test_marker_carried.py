@@ -30,7 +30,7 @@ def _kind(data: Path) -> dict[str, object]:
 
 
 def _ok(*args: str) -> dict[str, object]:
-    proc = cli(*args)
+    proc = cli(*args, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     answer: dict[str, object] = json.loads(proc.stdout)
     return answer

@@ -103,7 +103,11 @@ def test_a_testament_holds_knowledge_graph_lessons_and_figures(testament: Path) 
     assert entries["rule"]["parents"] == [IDS["insight"]]
     (edge,) = [c for c in t.bundle.causal if c["kind"] == "explicit"]
     assert edge["weight"] == 0.9 and edge["evidence_count"] == 4
-    assert len(t.bundle.triples) == 1
+    # the asserted fact, and those the curator's graph phase drew from the episodes
+    asserted = [x for x in t.bundle.triples if x["predicate"] == "oracle_dependency"]
+    assert len(asserted) == 1 and asserted[0]["subject"] == {"kind": "pool", "id": "weth-usdc"}
+    assert all(x["predicate"].startswith("custom:") for x in t.bundle.triples
+               if x not in asserted)
     # lessons: costliest first (the 60 loss), then the smaller ones; the incident (no loss)
     costs = [lesson["cost"] for lesson in t.lessons]
     assert costs[:6] == [60.0, 50.0, 40.0, 30.0, 20.0, 10.0] and len(t.lessons) == 7
