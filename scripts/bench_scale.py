@@ -1,0 +1,354 @@
+"""Benchmark Grimoire at scale: one table row per store size (issue 29).
+
+One part for now (``--part sizes``, the default); the fleet run of issue 29 is to become a
+second part. For each size in ``--sizes`` (default 10k and 100k episodes; ``--sizes
+10000,100000,1000000`` adds 1M), with ``--entries`` knowledge entries and ``--triples`` KG
+triples beside the episodes, it reports:
+
+- ingest rate: the fill's episodes go straight into the episode store (``append`` plus the
+  entity mentions, through the writer thread, batches of 1,000) with vectors from the
+  deterministic **hash embedder** (the model would take hours at 1M; the cost of storing and
+  searching does not depend on what the vectors mean); beside it, the **real model**'s rate
+  through ``episode_write_batch`` (the facade's write path, batches of 100) on a small store
+  of its own (``--real-ingest`` episodes);
+- open time: ``Grimoire.open`` on the filled store in a fresh process (the model is loaded
+  before the clock starts, so this is the stores' own time);
+- retrieve p50 / p95: ``g.retrieve(query=..., k=10)`` with the real model for queries;
+  beside it the episode vector search alone (``episodes.search`` on an embedded query);
+- recall@10 of the store's episode vector search against exact search (float32 brute
+  force over the vectors as written), on ``--recall-queries`` queries;
+- RSS of the measuring process once opened (idle) and after ``--retrieves`` retrieves;
+- disk ÷ raw: the data directory's bytes over the raw data's (UTF-8 text of episodes and
+  entries, their vectors as float32, the triples' subject, predicate and object strings);
+- curator cycle time: a cycle after ``--new`` new episodes, then a second one after another
+  ``--new`` (the steady cycle).
+
+Each size is filled in one child process and measured in another, so RSS and open time are
+a fresh process's. Nothing is asserted; the machine is shared, so read the rows of one run.
+
+Usage (from the worktree):
+    .venv/bin/python scripts/bench_scale.py [--sizes 10000,100000] [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as benches.retrieval: one BLAS thread
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benches import apply_quick
+
+REPO = Path(__file__).resolve().parents[1]
+DIM = 384
+
+
+def quiet() -> None:
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def query_texts(n: int) -> list[str]:
+    """The retrieval bench's questions, then episode-like sentences (another seed)."""
+    from benches.retrieval import QUERIES, _text
+
+    rng = random.Random(99)
+    out = list(QUERIES)
+    while len(out) < n:
+        out.append(_text(rng)[0])
+    return out[:n]
+
+
+def real_ingest(root: Path, n: int) -> float:
+    """Episodes per second through ``episode_write_batch`` with the real model."""
+    from benches.retrieval import _text
+
+    from grimoire import Grimoire
+    from grimoire.models.embedders import FastEmbedEmbedder
+
+    rng = random.Random(3)
+    texts = [_text(rng)[0] for _ in range(n)]
+    with Grimoire.open(root, embedder=FastEmbedEmbedder()) as g:
+        g.episode_write_batch([{"text": texts[0]}])  # model warm before the clock starts
+        t0 = time.perf_counter()
+        for i in range(0, n, 100):
+            g.episode_write_batch([{"text": t} for t in texts[i:i + 100]])
+        return n / (time.perf_counter() - t0)
+
+
+def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: int,
+         out: Path) -> None:
+    """Child: fill the store at ``root`` and write what the measuring child needs to ``out``."""
+    from benches.retrieval import CHAINS, TOKENS, _text
+
+    from grimoire import Grimoire
+    from grimoire.clock import FrozenClock
+    from grimoire.config import Config
+    from grimoire.ids import new_id
+    from grimoire.models.embedders import FastEmbedEmbedder, HashEmbedder
+    from grimoire.records import (
+        Category,
+        DecayClass,
+        EntryStatus,
+        Episode,
+        EpisodeType,
+        GrimoireEntry,
+        Outcome,
+        Provenance,
+        Regime,
+    )
+    from grimoire.records.graph import EntityKind, EntityRef, Fact, ObjectValue
+    from grimoire.retrieval.stages.mentions import index_new_entries, record_episode_mentions
+
+    quiet()
+    rng = random.Random(7)
+    hasher = HashEmbedder(dim=DIM)
+    clock = FrozenClock()
+    t0_ms = clock.now
+    span = 365 * 86_400_000  # a year of episodes, in the data's own time
+    raw = 0
+    ids: list[str] = []
+    matrices: list[np.ndarray] = []
+    model = FastEmbedEmbedder()  # the store's identity is the model's; the fill's vectors hash
+    g = Grimoire.open(root, config=Config(), clock=clock, embedder=model)
+    ctx = g.context
+    started = time.perf_counter()
+    for start in range(0, episodes, 1000):
+        batch = []
+        for i in range(start, min(episodes, start + 1000)):
+            clock.set(t0_ms + span * i // max(episodes, 1))
+            text, pair, tool = _text(rng)
+            raw += len(text.encode())
+            batch.append(Episode(
+                id=new_id(clock.now), text=text, type=EpisodeType.ACTION, timestamp=clock.now,
+                outcome=rng.choice([Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL]),
+                tool=tool, token_pair=pair, chain=rng.choice(CHAINS),
+                regime=rng.choice(list(Regime)), gain=round(rng.gauss(0, 20), 2)))
+        vectors = hasher.embed([e.text for e in batch])
+        matrices.append(vectors.astype(np.float16))  # for the exact search; half the memory
+        ids.extend(e.id for e in batch)
+        ctx.writer.call(lambda b=batch, v=vectors: (ctx.episodes.append(b, v),  # type: ignore[misc]
+                                                    record_episode_mentions(ctx, b, v)))
+    ctx.writer.call(ctx.episodes.flush)
+    ingest_s = time.perf_counter() - started
+    raw += episodes * DIM * 4
+    for start in range(0, entries, 500):
+        rows = []
+        for _ in range(start, min(entries, start + 500)):
+            text, _, tool = _text(rng)
+            content = f"When {text.split(': ')[1]}, prefer to {tool} later because costs fall"
+            raw += len(content.encode()) + DIM * 4
+            rows.append(GrimoireEntry(
+                id=new_id(clock.now), category=rng.choice(list(Category)), content=content,
+                confidence=rng.uniform(0.2, 0.9), quality_score=rng.uniform(0.2, 0.9),
+                decay_class=DecayClass.REGIME_CONDITIONAL, provenance=Provenance.SELF_LEARNED,
+                created_at=clock.now - rng.randint(0, span), last_accessed_at=clock.now,
+                status=EntryStatus.ACTIVE, updated_at=clock.now,
+                market_regime=rng.choice([None, *Regime])))
+        vecs = hasher.embed([r.content for r in rows])
+
+        def insert(rows: list[GrimoireEntry] = rows, vecs: np.ndarray = vecs) -> None:
+            with ctx.semantic.transaction():
+                for row, vec in zip(rows, vecs, strict=True):
+                    ctx.semantic.insert_entry(row, vec)
+
+        ctx.writer.call(insert)
+    ctx.writer.call(lambda: index_new_entries(ctx))
+    kinds = [EntityKind.TOKEN, EntityKind.POOL, EntityKind.ORACLE, EntityKind.CONTRACT]
+    facts = []
+    for i in range(triples):
+        kind = rng.choice(kinds)
+        ident = rng.choice(TOKENS) if kind is EntityKind.TOKEN else f"{kind.value}-{i % 997}"
+        other = EntityRef(EntityKind.TOKEN, rng.choice(TOKENS)) if i % 2 else EntityRef(
+            rng.choice(kinds), f"x-{rng.randint(0, 996)}")
+        predicate = f"custom:rel{i % 50}"
+        raw += len(f"{kind.value}:{ident}{predicate}{other.kind.value}:{other.id}".encode())
+        facts.append(Fact(EntityRef(kind, ident), predicate, ObjectValue.entity(other), i))
+    for start in range(0, len(facts), 1000):
+        ctx.writer.call(lambda f=facts[start:start + 1000]: ctx.graph.assert_many(f))
+    ctx.writer.call(ctx.episodes.compact)
+    fill_s = time.perf_counter() - started
+    now = clock.now
+    g.close()
+
+    # Exact search: float32 brute force over the vectors as written, real-model queries.
+    texts = query_texts(recall_queries)
+    queries = model.embed(texts).astype(np.float32)
+    best = np.full((len(texts), 10), -np.inf, np.float32)
+    where = np.zeros((len(texts), 10), np.int64)
+    offset = 0
+    for m in matrices:  # chunked: a 1M x 384 float32 product would not fit beside the rest
+        scores = queries @ m.astype(np.float32).T
+        both = np.concatenate([best, scores], axis=1)
+        pos = np.concatenate([where, np.arange(offset, offset + m.shape[0])[None, :]
+                              .repeat(len(texts), 0)], axis=1)
+        top = np.argsort(-both, axis=1, kind="stable")[:, :10]
+        best, where = np.take_along_axis(both, top, 1), np.take_along_axis(pos, top, 1)
+        offset += m.shape[0]
+    exact = [[ids[j] for j in row] for row in where]
+    out.write_text(json.dumps({"ingest_s": ingest_s, "fill_s": fill_s, "raw": raw, "now": now,
+                               "queries": texts, "exact": exact}))
+
+
+def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, out: Path) -> None:
+    """Child: open the filled store and measure it; results as JSON into ``out``."""
+    from benches.retrieval import _text
+
+    from curator.cycle.run import run_cycle
+    from grimoire import Grimoire
+    from grimoire.clock import FrozenClock
+    from grimoire.config import Config
+    from grimoire.models.embedders import FastEmbedEmbedder
+
+    quiet()
+    embedder = FastEmbedEmbedder()
+    embedder.embed(["warm the model before anything is timed"])
+    clock = FrozenClock(int(facts["now"]))
+    t0 = time.perf_counter()
+    g = Grimoire.open(root, config=Config(), clock=clock, embedder=embedder)
+    open_s = time.perf_counter() - t0
+    rss_idle = rss_mib()
+    texts: list[str] = facts["queries"]
+    vectors = embedder.embed(texts).astype(np.float32)
+    store = g.context.episodes
+    hits = 0
+    search: list[float] = []
+    for vec, want in zip(vectors, facts["exact"], strict=True):
+        t = time.perf_counter()
+        found = store.search(vec, 10)
+        search.append((time.perf_counter() - t) * 1000)
+        hits += len({ep.id for ep, _ in found} & set(want))
+    recall = hits / (10 * len(texts))
+    latencies: list[float] = []
+    for i in range(retrieves):
+        t = time.perf_counter()
+        g.retrieve(query=texts[i % len(texts)], k=10)
+        latencies.append((time.perf_counter() - t) * 1000)
+    rss_after = rss_mib()
+    rng = random.Random(11)
+    cycles: list[float] = []
+    for _ in range(2):
+        clock.set(clock.now + 60_000)
+        g.episode_write_batch([{"text": _text(rng)[0]} for _ in range(new)])
+        t = time.perf_counter()
+        run_cycle(g.context)
+        cycles.append(time.perf_counter() - t)
+    g.close()
+    warm = latencies[min(20, len(latencies) // 10):]  # the first calls fill the caches
+    out.write_text(json.dumps({
+        "open_s": open_s, "rss_idle": rss_idle, "rss_after": rss_after, "recall": recall,
+        "search_p50": float(np.percentile(search, 50)),
+        "search_p95": float(np.percentile(search, 95)),
+        "p50": float(np.percentile(warm, 50)), "p95": float(np.percentile(warm, 95)),
+        "cycle_first_s": cycles[0], "cycle_steady_s": cycles[1]}))
+
+
+def child(args: list[str]) -> None:
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), *args], check=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000",
+                        help="episode counts, comma-separated (1000000 for the 1M row)")
+    parser.add_argument("--entries", type=int, default=2_000)
+    parser.add_argument("--triples", type=int, default=10_000)
+    parser.add_argument("--retrieves", type=int, default=1_000,
+                        help="retrieves timed; RSS is read after them")
+    parser.add_argument("--recall-queries", type=int, default=200)
+    parser.add_argument("--new", type=int, default=100, help="new episodes before each cycle")
+    parser.add_argument("--real-ingest", type=int, default=1_000,
+                        help="episodes written with the real model for its ingest rate")
+    parser.add_argument("--quick", action="store_true",
+                        help="2k and 10k episodes, 500 entries, 2k triples, 200 retrieves, "
+                        "50 recall queries, 200 real-model writes")
+    parser.add_argument("--fill", nargs=3, metavar=("ROOT", "EPISODES", "OUT"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--measure", nargs=3, metavar=("ROOT", "FACTS", "OUT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"sizes": "2000,10000", "entries": 500, "triples": 2_000,
+                                   "retrieves": 200, "recall_queries": 50, "real_ingest": 200})
+    if args.fill:
+        fill(Path(args.fill[0]), int(args.fill[1]), args.entries, args.triples,
+             args.recall_queries, Path(args.fill[2]))
+        return
+    if args.measure:
+        measure(Path(args.measure[0]), json.loads(Path(args.measure[1]).read_text()),
+                args.retrieves, args.new, Path(args.measure[2]))
+        return
+    quiet()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    common = ["--entries", str(args.entries), "--triples", str(args.triples),
+              "--retrieves", str(args.retrieves), "--recall-queries",
+              str(args.recall_queries), "--new", str(args.new)]
+    rows: list[tuple[int, dict[str, Any], dict[str, Any], int]] = []
+    with tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp") as tmp:
+        real_rate = real_ingest(Path(tmp) / "real", args.real_ingest)
+        for n in sizes:
+            root, facts, result = Path(tmp) / f"s{n}", Path(tmp) / f"f{n}.json", \
+                Path(tmp) / f"r{n}.json"
+            child([*common, "--fill", str(root), str(n), str(facts)])
+            disk = du(root)
+            child([*common, "--measure", str(root), str(facts), str(result)])
+            rows.append((n, json.loads(facts.read_text()), json.loads(result.read_text()),
+                         disk))
+    print(f"\nscale: {args.entries} entries and {args.triples} triples beside the episodes; "
+          f"real model (all-MiniLM-L6-v2 int8) for queries; {args.retrieves} retrieves, "
+          f"{args.recall_queries} recall queries\n")
+    print("| row | " + " | ".join(f"{n:,} episodes" for n, *_ in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+
+    def line(label: str, cells: list[str]) -> None:
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+    line("ingest, hash embedder (store append + mentions), ep/s",
+         [f"{n / f['ingest_s']:,.0f}" for n, f, _, _ in rows])
+    line(f"ingest, real model (episode_write_batch, {args.real_ingest} ep), ep/s",
+         [f"{real_rate:,.0f}"] * len(rows))
+    line("fill with entries and triples, s", [f"{f['fill_s']:.1f}" for _, f, _, _ in rows])
+    line("open, s", [f"{r['open_s']:.2f}" for _, _, r, _ in rows])
+    line("retrieve p50 / p95, ms", [f"{r['p50']:.1f} / {r['p95']:.1f}" for _, _, r, _ in rows])
+    line("episode vector search p50 / p95, ms",
+         [f"{r['search_p50']:.2f} / {r['search_p95']:.2f}" for _, _, r, _ in rows])
+    line("recall@10 vs exact float32", [f"{r['recall']:.3f}" for _, _, r, _ in rows])
+    line(f"RSS idle / after {args.retrieves} retrieves, MiB",
+         [f"{r['rss_idle']:.0f} / {r['rss_after']:.0f}" for _, _, r, _ in rows])
+    line("disk ÷ raw", [f"{d / f['raw']:.2f} ({d / 2**20:.0f} MiB)" for _, f, _, d in rows])
+    line(f"curator cycle after {args.new} new episodes: first / steady, s",
+         [f"{r['cycle_first_s']:.2f} / {r['cycle_steady_s']:.2f}" for _, _, r, _ in rows])
+
+
+PARTS = {"sizes": main}
+
+if __name__ == "__main__":
+    from benches import dispatch
+
+    sys.exit(dispatch("bench_scale.py", PARTS))
