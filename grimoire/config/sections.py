@@ -437,6 +437,18 @@ class EpisodesConfig:
     max_files: int = opt(
         24, "compact and keep only the newest version as soon as the LanceDB table holds this "
         "many data files or versions (counted at every flush: bounded whatever the clock speed)")
+    ann_threshold: int = opt(
+        250_000, "rows past which vector search uses LanceDB's IVF-PQ index, built in the "
+        "background (0: never; below it, and whenever the index's measured recall@10 is under "
+        "ann_min_recall, the exact int8 search answers)")
+    ann_nprobes: int = opt(20, "IVF partitions probed per indexed query", positive=True)
+    ann_refine: int = opt(10, "indexed candidates per result, rescored in memory", positive=True)
+    ann_min_recall: float = opt(0.95, "recall@10 against exact search below which the index "
+                                "is not used")
+    ann_recall_queries: int = opt(100, "stored rows used as queries to measure that recall",
+                                  positive=True)
+    ann_refresh_fraction: float = opt(0.2, "rebuild the index once this fraction of rows is "
+                                      "newer than it", positive=True)
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,10 @@ class Daemon:
                                                     thread_name_prefix="learning")
         self._dreaming: Future[None] | None = None
         g.context.extras[CURATOR_BACKGROUND] = self._curator_executor
+        # LanceDB's vector index over the episodes (episodes.ann_threshold): built and rebuilt
+        # on its own thread, so neither a write nor a tick waits for it.
+        self._ann_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ann-index")
+        self.ann_job: Future[Any] | None = None
         g.context.extras["daemon_status"] = self.stats
 
     # -- state ----------------------------------------------------------------------------
@@ -221,6 +225,7 @@ class Daemon:
             return None
         try:
             summary = self._one_tick()
+            self._maybe_refresh_ann()
         except Exception:
             self.ticks_failed += 1
             raise
@@ -232,6 +237,15 @@ class Daemon:
             if skipped:
                 self._report_skipped(skipped, ended)
         return summary
+
+    def _maybe_refresh_ann(self) -> None:
+        episodes = self.g.context.episodes
+        job = self.ann_job
+        if job is not None and job.done() and job.exception() is not None:
+            log.error("episodes.ann.refresh.failed", error=repr(job.exception()))
+            self.ann_job = job = None
+        if (job is None or job.done()) and episodes.ann_due():
+            self.ann_job = self._ann_executor.submit(episodes.refresh_ann)
 
     def _report_skipped(self, skipped: int, now: float) -> None:
         """One warning per ``SKIP_WARN_EVERY_S`` at most, counting the skips since the last
@@ -350,6 +364,7 @@ class Daemon:
         watchdog.cancel()
         self._tick_executor.shutdown(wait=True)
         self._curator_executor.shutdown(wait=True)  # a running cycle ends before the close
+        self._ann_executor.shutdown(wait=True)  # an index build ends before the close
         return 0
 
     async def _watchdog(self) -> None:

@@ -411,3 +411,26 @@ def test_skipped_ticks_are_warned_about_at_most_once_a_minute(g: Grimoire) -> No
     assert warned[0]["skipped"] == 2
     assert sum(e["skipped"] for e in warned) < d.schedule.skipped == 60
     assert g.status()["daemon"]["ticks_skipped"] == 60
+
+
+def test_the_daemon_builds_the_episode_vector_index_in_the_background(
+        tmp_path: Path, clock: FrozenClock) -> None:
+    """Past episodes.ann_threshold a tick hands the LanceDB index build to its own thread
+    (the tick returns without it); once built, its recall@10 is in the status."""
+    mono = FakeMonotonic()
+    with open_g(tmp_path, clock, **{"episodes.ann_threshold": 600,
+                                    "daemon.tick_seconds": 1}) as g:
+        g.context.curator_hook = None
+        g.episode_write_batch([{"text": f"gas {i % 89} gwei on pool {i % 7} note {i}"}
+                               for i in range(700)])
+        g.context.episodes.flush()
+        d = Daemon(g, NoneFeed(), g.context.config, monotonic=mono)
+        mono.now = 1001.0
+        assert d.step() is not None
+        assert d.ann_job is not None
+        d.ann_job.result(timeout=120)
+        ann = g.status()["episodes"]["ann"]
+        assert ann["indexed_rows"] >= 600 and ann["recall_at_10"] is not None
+        mono.now = 1002.0
+        d.step()  # nothing new: no second build
+        assert g.status()["episodes"]["ann"]["indexed_rows"] == ann["indexed_rows"]

@@ -65,6 +65,7 @@ from grimoire.errors import (
 from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType
 from grimoire.runtime.memory import release_free_memory
+from grimoire.stores.episodes.ann import AnnIndex, AnnSettings
 from grimoire.stores.episodes.index import (
     EpisodeFilter,
     EpisodeIds,
@@ -80,7 +81,7 @@ from grimoire.stores.episodes.journal import (
     read_newest,
 )
 from grimoire.stores.episodes.lance import TABLE_DIR, LanceEpisodes
-from grimoire.stores.episodes.quantized import QuantizedRows
+from grimoire.stores.episodes.quantized import F32, QuantizedRows
 from grimoire.stores.episodes.recovery import load_read_only, recover
 from grimoire.stores.episodes.schema import (
     check_k,
@@ -93,7 +94,6 @@ from grimoire.stores.episodes.text import TextIndex
 __all__ = ["EpisodeFilter", "EpisodeStore"]
 
 log = get_logger(__name__)
-F32 = npt.NDArray[np.float32]
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000
 # The row fields ``find_ids`` reads a quoted name in.
@@ -124,6 +124,11 @@ class EpisodeStore:
         self._flushes_since_compact = 0
         self._last_compact: dict[str, Any] | None = None
         self._closed = False
+        self._ann = AnnIndex(AnnSettings(
+            threshold=config.ann_threshold, nprobes=config.ann_nprobes,
+            refine=config.ann_refine, min_recall=config.ann_min_recall,
+            recall_queries=config.ann_recall_queries,
+            refresh_fraction=config.ann_refresh_fraction))
 
     @classmethod
     def open(cls, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
@@ -397,9 +402,50 @@ class EpisodeStore:
         query = check_vectors(vector, rows=1, dim=self.dim, name="vector")[0]
         self._check_filter(filters)
         snap = self._index.snap
-        hits = self._index.search(snap, query, k, filters)
+        hits: list[tuple[int, float]] | None = None
+        if filters is None and self._ann.usable:
+            hits = self._ann_search(snap, query, k)
+        if hits is None:
+            hits = self._index.search(snap, query, k, filters)
         episodes = self._index.episodes(snap, [p for p, _ in hits])
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
+
+    def _ann_search(self, snap: Snapshot, query: F32, k: int) -> list[tuple[int, float]] | None:
+        """Top-k through LanceDB's vector index (``episodes_ann``), rescored with the
+        in-memory rows; the buffered rows are scored exactly. None if LanceDB failed."""
+        table = self._lance.table
+        if table is None:
+            return None
+        try:
+            found = self._ann.candidates(table, query, k,
+                                         lambda seq: self._index.seq_to_pos(snap, seq))
+        except (OSError, ValueError, RuntimeError) as exc:
+            log.warning("episodes.ann.search.failed", error=str(exc))
+            return None
+        found.extend(range(snap.flushed, snap.n))
+        if not found:
+            return []
+        positions = np.unique(np.asarray(found, dtype=np.intp))
+        scores = snap.rows().take(positions) @ query
+        order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
+        return [(int(positions[i]), float(scores[i])) for i in order]
+
+    def ann_due(self) -> bool:
+        """Whether :meth:`refresh_ann` would build or rebuild LanceDB's vector index."""
+        return not self.read_only and self._ann.due(self._index.snap.flushed)
+
+    def refresh_ann(self) -> dict[str, Any] | None:
+        """Build or rebuild LanceDB's vector index past ``episodes.ann_threshold`` rows and
+        measure its recall@10 against the exact search; None when not due. Call it off the
+        write path (the daemon's background thread): it takes no write lock."""
+        if self.read_only:
+            return None
+        snap = self._index.snap
+        return self._ann.refresh(
+            self._lance.table, snap.flushed, self.dim,
+            exact=lambda q, k: self._index.search(snap, q, k, None),
+            indexed=lambda q, k: self._ann_search(snap, q, k) or [],
+            stored=lambda positions: snap.rows()[positions])
 
     def text_search(self, query: str, k: int, filters: EpisodeFilter | None = None,
                     ) -> list[tuple[Episode, float]]:
@@ -527,6 +573,7 @@ class EpisodeStore:
             "embedding_model": self.model_id,
             "embedding_dim": self.dim,
             "read_only": self.read_only,
+            "ann": self._ann.stats(),
         }
 
     def lance_table(self) -> Any:

@@ -1,0 +1,145 @@
+"""LanceDB's own vector index over the episode table, for stores past a size (issue 29).
+
+Below ``episodes.ann_threshold`` rows the store's exact int8 search (``EpisodeIndex.search``)
+answers every vector query. Past it, :meth:`AnnIndex.refresh` (called off the write path:
+the daemon's background thread, never the writer) builds an IVF-PQ index on the table's
+``vector`` column with LanceDB's ``create_index`` (cosine), then measures recall@10 of the
+indexed search against the exact one on stored rows used as queries. The index answers
+queries only while that recall is at least ``episodes.ann_min_recall``: the exact search
+stays the check, and the fallback.
+
+A query through the index asks LanceDB for ``k * ann_refine`` candidates (rows the index
+has not covered yet are searched flat by LanceDB itself), maps their ``seq`` to positions,
+adds the rows still buffered in memory, and rescores every candidate with the in-memory
+int8 rows, so scores are the exact path's own. A filtered query always takes the exact path.
+
+A LanceDB commit (index creation) beside the writer's appends is safe: Lance commits are
+optimistic and an index build conflicts with neither an append nor a read; if it fails
+(e.g. beside a compaction) the error is logged and the next refresh tries again.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from lancedb.index import IvfPq
+
+from grimoire.logs import get_logger
+from grimoire.stores.episodes.quantized import F32
+
+log = get_logger(__name__)
+
+__all__ = ["AnnIndex", "AnnSettings"]
+
+RECALL_K = 10
+_LANCE_ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
+# Exact top-k over positions (search function of the store's in-memory index).
+ExactSearch = Callable[[F32, int], list[tuple[int, float]]]
+
+
+@dataclass(frozen=True)
+class AnnSettings:
+    threshold: int  # rows before the index is built (0: never)
+    nprobes: int
+    refine: int  # candidates asked for per result, rescored in memory
+    min_recall: float
+    recall_queries: int
+    refresh_fraction: float  # rebuild once this fraction of rows is newer than the index
+
+
+class AnnIndex:
+    """The state of the table's vector index: rows covered, measured recall, whether used."""
+
+    def __init__(self, settings: AnnSettings) -> None:
+        self.settings = settings
+        self.indexed_rows = 0
+        self.recall: float | None = None
+        self.build_seconds: float | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()  # one refresh at a time
+
+    @property
+    def usable(self) -> bool:
+        return (self.indexed_rows > 0 and self.recall is not None
+                and self.recall >= self.settings.min_recall)
+
+    def due(self, rows: int) -> bool:
+        """Whether a refresh would build or rebuild the index at ``rows`` flushed rows."""
+        s = self.settings
+        if s.threshold <= 0 or rows < s.threshold:
+            return False
+        return rows - self.indexed_rows > s.refresh_fraction * max(self.indexed_rows, 1)
+
+    def refresh(self, table: Any, rows: int, dim: int, exact: ExactSearch,
+                indexed: ExactSearch, stored: Callable[[npt.NDArray[np.intp]], F32],
+                ) -> dict[str, Any] | None:
+        """Build the index if due and measure its recall (``indexed``: the store's search
+        through the index, ``stored``: rows by position); None when not due or busy."""
+        if table is None or not self.due(rows) or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            started = time.perf_counter()
+            partitions = max(1, min(int(math.sqrt(rows)), rows // 256))
+            sub = dim // 16 if dim % 16 == 0 else (dim // 8 if dim % 8 == 0 else 1)
+            try:
+                table.create_index("vector", replace=True,
+                                   config=IvfPq(distance_type="cosine",
+                                                num_partitions=partitions,
+                                                num_sub_vectors=sub))
+            except _LANCE_ERRORS as exc:
+                self.error = str(exc)
+                log.warning("episodes.ann.build.failed", error=str(exc), rows=rows)
+                return None
+            self.indexed_rows = rows
+            self.build_seconds = round(time.perf_counter() - started, 3)
+            self.recall = self._measure(rows, exact, indexed, stored)
+            self.error = None
+            out = {"rows": rows, "partitions": partitions, "sub_vectors": sub,
+                   "seconds": self.build_seconds, "recall_at_10": self.recall,
+                   "used": self.usable}
+            log.info("episodes.ann.built", **out)
+            return out
+        finally:
+            self._lock.release()
+
+    def _measure(self, rows: int, exact: ExactSearch, indexed: ExactSearch,
+                 stored: Callable[[npt.NDArray[np.intp]], F32]) -> float:
+        """Recall@10 of the indexed search against the exact one, stored rows as queries."""
+        n = min(self.settings.recall_queries, rows)
+        positions = np.random.default_rng(rows).choice(rows, size=n, replace=False)
+        queries = stored(positions.astype(np.intp))
+        found = 0
+        for q in queries:
+            want = {p for p, _ in exact(q, RECALL_K)}
+            got = {p for p, _ in indexed(q, RECALL_K)}
+            found += len(want & got)
+        return round(found / (RECALL_K * n), 4) if n else 1.0
+
+    def candidates(self, table: Any, query: F32, k: int,
+                   seq_to_pos: Callable[[int], int | None]) -> list[int]:
+        """Positions of the indexed search's candidates (unscored: the caller rescores)."""
+        limit = max(k, k * self.settings.refine)
+        hits = (table.search(query.astype(np.float32), vector_column_name="vector")
+                .distance_type("cosine").nprobes(self.settings.nprobes).limit(limit)
+                .select(["seq", "_distance"]).to_arrow())
+        out: list[int] = []
+        for seq in hits.column("seq").to_pylist():
+            pos = seq_to_pos(int(seq))
+            if pos is not None:
+                out.append(pos)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        s = self.settings
+        return {"threshold": s.threshold, "indexed_rows": self.indexed_rows,
+                "recall_at_10": self.recall, "used": self.usable,
+                "build_seconds": self.build_seconds, "min_recall": s.min_recall,
+                "error": self.error}

@@ -1,0 +1,115 @@
+"""LanceDB's vector index over the episodes (``episodes_ann``): built past
+``episodes.ann_threshold`` off the write path, its recall@10 against the exact search
+measured and reported, used only when that recall is high enough; on a small store with a
+low threshold."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grimoire import Grimoire
+from grimoire.clock import FrozenClock
+from grimoire.config import Config, EpisodesConfig
+from grimoire.models.embedders import HashEmbedder
+from grimoire.records import Episode, EpisodeType
+from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
+
+DIM = 64
+EMB = HashEmbedder(dim=DIM)
+N = 1_200
+
+
+def texts(lo: int, hi: int) -> list[str]:
+    return [f"swap {i % 37} on pool {i % 11} gas {i % 97} gwei note {i}" for i in range(lo, hi)]
+
+
+def fill(store: EpisodeStore, lo: int, hi: int, clock: FrozenClock) -> np.ndarray:
+    batch = texts(lo, hi)
+    vectors = EMB.embed(batch)
+    store.append([Episode(id=f"e-{lo + i}", text=t, type=EpisodeType.OBSERVATION,
+                          timestamp=clock.advance(10)) for i, t in enumerate(batch)], vectors)
+    return vectors
+
+
+def open_store(path: Path, **cfg: Any) -> EpisodeStore:
+    config = EpisodesConfig(**{"ann_threshold": 1_000, "ann_recall_queries": 50, **cfg})
+    return EpisodeStore.open(path, model_id=EMB.model_id, dim=DIM, config=config,
+                             clock=FrozenClock())
+
+
+def test_below_the_threshold_no_index_is_built(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        fill(store, 0, 900, clock)
+        store.flush()
+        assert not store.ann_due()
+        assert store.refresh_ann() is None
+        ann = store.stats()["ann"]
+        assert ann["indexed_rows"] == 0 and ann["used"] is False and ann["recall_at_10"] is None
+        assert list(store.lance_table().list_indices()) == []
+
+
+def test_past_the_threshold_the_index_is_built_measured_and_used(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        vectors = fill(store, 0, N, clock)
+        store.flush()
+        assert store.ann_due()
+        built = store.refresh_ann()
+        assert built is not None and built["rows"] == N
+        assert [ix.index_type for ix in store.lance_table().list_indices()] == ["IvfPq"]
+        ann = store.stats()["ann"]
+        assert ann["indexed_rows"] == N
+        assert ann["recall_at_10"] is not None and ann["recall_at_10"] >= 0.95
+        assert ann["used"] is True
+        assert not store.ann_due()  # nothing new since the build
+        # Through the index, the store answers as the exact search does (scores rescored
+        # from the same in-memory rows), and rows buffered after the build are found too.
+        late = fill(store, N, N + 5, clock)
+        assert store.buffered == 5
+        for i in (0, 17, 604, N - 1):
+            assert store.search(vectors[i], 1)[0][0].id == f"e-{i}"
+        assert store.search(late[3], 1)[0][0].id == f"e-{N + 3}"
+        exact = store.search(vectors[42], 10, EpisodeFilter())  # a filter: the exact path
+        indexed = store.search(vectors[42], 10)
+        assert [e.id for e, _ in indexed][:5] == [e.id for e, _ in exact][:5]
+
+
+def test_an_index_below_the_minimum_recall_is_not_used(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    with open_store(tmp_path, ann_min_recall=1.01) as store:  # no recall can reach it
+        fill(store, 0, N, clock)
+        store.flush()
+        assert store.refresh_ann() is not None
+        ann = store.stats()["ann"]
+        assert ann["indexed_rows"] == N and ann["recall_at_10"] is not None
+        assert ann["used"] is False
+
+
+def test_writes_go_on_while_the_index_builds(tmp_path: Path) -> None:
+    clock = FrozenClock()
+    with open_store(tmp_path, flush_rows=50) as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        builder = threading.Thread(target=store.refresh_ann)
+        builder.start()
+        for lo in range(N, N + 500, 50):  # appends and flushes beside the build
+            fill(store, lo, lo + 50, clock)
+        builder.join()
+        assert store.count() == N + 500
+        assert store.stats()["ann"]["indexed_rows"] >= N
+        probe = EMB.embed(texts(N + 321, N + 322))[0]
+        assert store.search(probe, 1)[0][0].id == f"e-{N + 321}"
+
+
+def test_status_reports_the_index(tmp_path: Path) -> None:
+    config = Config().replace(**{"episodes.ann_threshold": 1_000})
+    with Grimoire.open(tmp_path / "data", config=config, clock=FrozenClock(),
+                       embedder=HashEmbedder()) as g:
+        status = g.status()["episodes"]["ann"]
+        assert status["threshold"] == 1_000 and status["indexed_rows"] == 0
+        assert status["used"] is False
