@@ -113,3 +113,21 @@ def test_status_reports_the_index(tmp_path: Path) -> None:
         status = g.status()["episodes"]["ann"]
         assert status["threshold"] == 1_000 and status["indexed_rows"] == 0
         assert status["used"] is False
+
+
+def test_recall_counts_equally_scored_rows_as_hits(tmp_path: Path) -> None:
+    """Identical texts (one vector, many rows): the index may return any of the tied rows
+    where the exact search returns the first ones; they are as good, and the recall the
+    store reports (and decides on) says so."""
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        base = texts(0, N // 4)
+        batch = [t for t in base for _ in range(4)]  # each text four times
+        store.append([Episode(id=f"d-{i}", text=t, type=EpisodeType.OBSERVATION,
+                              timestamp=clock.advance(10)) for i, t in enumerate(batch)],
+                     EMB.embed(batch))
+        store.flush()
+        assert store.refresh_ann() is not None
+        ann = store.stats()["ann"]
+        assert ann["recall_at_10"] is not None and ann["recall_at_10"] >= 0.95
+        assert ann["used"] is True
