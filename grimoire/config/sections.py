@@ -445,8 +445,8 @@ class EpisodesConfig:
     ann_refine: int = opt(10, "indexed candidates per result, rescored in memory", positive=True)
     ann_min_recall: float = opt(0.95, "recall@10 against exact search below which the index "
                                 "is not used")
-    ann_recall_queries: int = opt(100, "stored rows used as queries to measure that recall",
-                                  positive=True)
+    ann_recall_queries: int = opt(100, "queries (midpoints of two stored rows) measuring "
+                                  "that recall", positive=True)
     ann_refresh_fraction: float = opt(0.2, "rebuild the index once this fraction of rows is "
                                       "newer than it", positive=True)
 
