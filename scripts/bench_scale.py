@@ -105,7 +105,7 @@ def real_ingest(root: Path, n: int) -> float:
 
 
 def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: int,
-         out: Path) -> None:
+         recall_hash: bool, out: Path) -> None:
     """Child: fill the store at ``root`` and write what the measuring child needs to ``out``."""
     from benches.retrieval import CHAINS, TOKENS, _text
 
@@ -201,7 +201,7 @@ def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: 
 
     # Exact search: float32 brute force over the vectors as written, real-model queries.
     texts = query_texts(recall_queries)
-    queries = model.embed(texts).astype(np.float32)
+    queries = (hasher if recall_hash else model).embed(texts).astype(np.float32)
     best = np.full((len(texts), 10), -np.inf, np.float32)
     where = np.zeros((len(texts), 10), np.int64)
     offset = 0
@@ -233,7 +233,7 @@ def search_rows(store: Any, vectors: np.ndarray, exact: list[list[str]]
 
 
 def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_threshold: int,
-            out: Path) -> None:
+            recall_hash: bool, out: Path) -> None:
     """Child: open the filled store and measure it; results as JSON into ``out``."""
     from benches.retrieval import _text
 
@@ -253,7 +253,10 @@ def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_thr
     open_s = time.perf_counter() - t0
     rss_idle = rss_mib()
     texts: list[str] = facts["queries"]
-    vectors = embedder.embed(texts).astype(np.float32)
+    from grimoire.models.embedders import HashEmbedder
+
+    vectors = (HashEmbedder(dim=DIM) if recall_hash else embedder).embed(texts).astype(
+        np.float32)
     store = g.context.episodes
     search_p50, search_p95, recall = search_rows(store, vectors, facts["exact"])
     ann: dict[str, Any] = {}
@@ -307,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ann-threshold", type=int, default=Config().episodes.ann_threshold,
                         help="episodes.ann_threshold: past it the LanceDB index is built "
                         "(timed) and retrieves go through it")
+    parser.add_argument("--recall-embedder", choices=("real", "hash"), default="real",
+                        help="embeds the recall queries: real (the model, as the agent's "
+                        "queries; out of the hash-filled store's distribution) or hash (in it)")
     parser.add_argument("--quick", action="store_true",
                         help="2k and 10k episodes, 500 entries, 2k triples, 200 retrieves, "
                         "50 recall queries, 200 real-model writes")
@@ -320,18 +326,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                                    "retrieves": 200, "recall_queries": 50, "real_ingest": 200})
     if args.fill:
         fill(Path(args.fill[0]), int(args.fill[1]), args.entries, args.triples,
-             args.recall_queries, Path(args.fill[2]))
+             args.recall_queries, args.recall_embedder == "hash", Path(args.fill[2]))
         return
     if args.measure:
         measure(Path(args.measure[0]), json.loads(Path(args.measure[1]).read_text()),
-                args.retrieves, args.new, args.ann_threshold, Path(args.measure[2]))
+                args.retrieves, args.new, args.ann_threshold, args.recall_embedder == "hash",
+                Path(args.measure[2]))
         return
     quiet()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     common = ["--entries", str(args.entries), "--triples", str(args.triples),
               "--retrieves", str(args.retrieves), "--recall-queries",
               str(args.recall_queries), "--new", str(args.new), "--ann-threshold",
-              str(args.ann_threshold)]
+              str(args.ann_threshold), "--recall-embedder", args.recall_embedder]
     rows: list[tuple[int, dict[str, Any], dict[str, Any], int]] = []
     with tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp") as tmp:
         real_rate = real_ingest(Path(tmp) / "real", args.real_ingest)
@@ -345,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                          disk))
     print(f"\nscale: {args.entries} entries and {args.triples} triples beside the episodes; "
           f"real model (all-MiniLM-L6-v2 int8) for queries; {args.retrieves} retrieves, "
-          f"{args.recall_queries} recall queries\n")
+          f"{args.recall_queries} recall queries ({args.recall_embedder} embedder)\n")
     print("| row | " + " | ".join(f"{n:,} episodes" for n, *_ in rows) + " |")
     print("|---|" + "---|" * len(rows))
 
