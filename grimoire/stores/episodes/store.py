@@ -39,7 +39,6 @@ stores, retrieval or the curator.
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import threading
 import time
@@ -50,8 +49,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from grimoire.clock import Clock
 from grimoire.config import EpisodesConfig
@@ -89,6 +86,7 @@ from grimoire.stores.episodes.schema import (
     episodes_to_arrow,
     validate_episode,
 )
+from grimoire.stores.episodes.select import find_ids
 from grimoire.stores.episodes.text import TextIndex
 
 __all__ = ["EpisodeFilter", "EpisodeStore"]
@@ -97,7 +95,6 @@ log = get_logger(__name__)
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000
 # The row fields ``find_ids`` reads a quoted name in.
-_QUOTED = ("text", "ref", "token_pair", "actor", "thread")
 
 
 class EpisodeStore:
@@ -497,31 +494,8 @@ class EpisodeStore:
                  quoting: Sequence[str] = ()) -> list[str]:
         """Ids (append order) of the episodes by ``actor``, in ``thread``, or whose text,
         ref, token pair, actor or thread quotes one of ``quoting`` (case-insensitive
-        substring): what ``forget`` selects. Filters the in-memory rows in Arrow."""
-        snap = self._index.snap
-        out: list[str] = []
-        for chunk in snap.chunks:
-            conds = []
-            for name, value in (("actor", actor), ("thread", thread)):
-                if value is not None and name in chunk.column_names:
-                    conds.append(pc.equal(chunk.column(name), value))
-            for name in _QUOTED if quoting else ():
-                if name not in chunk.column_names:
-                    continue
-                column = pc.cast(chunk.column(name), pa.string())
-                conds.extend(pc.match_substring(column, needle, ignore_case=True)
-                             for needle in quoting)
-            if conds:
-                mask = pc.fill_null(functools.reduce(pc.or_kleene, conds), False)
-                out.extend(chunk.column("id").filter(mask).to_pylist())
-        low = [q.lower() for q in quoting]
-        for ep in snap.pending[: snap.n - snap.flushed]:
-            fields = [getattr(ep, name) or "" for name in _QUOTED]
-            if ((actor is not None and ep.actor == actor)
-                    or (thread is not None and ep.thread == thread)
-                    or any(q in f.lower() for q in low for f in fields)):
-                out.append(ep.id)
-        return out
+        substring): what ``forget`` selects (``select.find_ids``)."""
+        return find_ids(self._index.snap, actor=actor, thread=thread, quoting=quoting)
 
     def vectors_for(self, ids: Sequence[str]) -> F32:
         """A (len(ids) × dim) float32 copy of the vectors, in the order given.
