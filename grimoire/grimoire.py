@@ -536,8 +536,9 @@ class Grimoire:
 
         return publish(self._ctx, uri, agent)
 
-    def clade_pull(self, uri: str, agent: str | None = None) -> dict[str, Any]:
+    def clade_pull(self, uri: str, agent: str | None = None,
+                   allow_mixed: bool = False) -> dict[str, Any]:
         self._writable("clade.pull")
         from grimoire.portable.clade import pull
 
-        return pull(self._ctx, uri, agent)
+        return pull(self._ctx, uri, agent, allow_mixed=allow_mixed)

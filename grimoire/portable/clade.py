@@ -7,7 +7,15 @@ item: ``key`` (sha256 of origin and the entry's id; the merge key, so publishing
 again adds nothing: an entry whose sentence the curator re-states is not sent again),
 ``origin`` (the publishing agent), ``content_hash`` (sha256 of category and content),
 the entry's fields, its evidence counts (``validated``, ``contradicted``, ``episodes``)
-and ``published_at``.
+``published_at`` and ``memory``: the publisher's FEED.json kind (``simulated`` or
+``real``; an unmarked data directory counts as real, as ``import`` counts it).
+
+``pull`` never mixes the two: it skips the rows whose ``memory`` differs from this agent's,
+and the rows without one (published before the column existed, or the column added to an
+old table: their kind is unknown), unless asked (``allow_mixed``, ``clade pull
+--allow-mixed``); skipped rows are counted (``refused_mixed``) and stay pullable later.
+A mixed pull into a marked directory is recorded in its FEED.json (``mixed_in``), as a
+mixed ``import`` is. The curator cycle's step never mixes.
 
 ``publish`` sends this agent's own knowledge only (learned or told here: what it pulled
 or inherited is never echoed back): warnings at any status that is alive, heuristics
@@ -55,7 +63,7 @@ _SCHEMA = pa.schema([
     ("decay_class", pa.string()), ("tags", pa.list_(pa.string())),
     ("strategy", pa.string()), ("regime", pa.string()), ("is_bloodstain", pa.bool_()),
     ("validated", pa.int64()), ("contradicted", pa.int64()), ("episodes", pa.int64()),
-    ("published_at", pa.int64()),
+    ("published_at", pa.int64()), ("memory", pa.string()),
 ])
 _ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -77,14 +85,27 @@ def _table(uri: str) -> Any:
     try:
         db = lancedb.connect(uri)
         try:
-            return db.open_table(TABLE)
+            table = db.open_table(TABLE)
         except (ValueError, FileNotFoundError):
             try:
                 return db.create_table(TABLE, schema=_SCHEMA)
             except (ValueError, OSError):  # another agent created it meanwhile
                 return db.open_table(TABLE)
+        if "memory" not in table.schema.names:  # a table from before the marker column
+            try:
+                table.add_columns({"memory": "CAST(NULL AS STRING)"})
+            except _ERRORS:  # another agent added it meanwhile
+                table = db.open_table(TABLE)
+                if "memory" not in table.schema.names:
+                    raise
+        return table
     except _ERRORS as exc:
         raise StoreError(f"cannot open the Clade table at {uri}: {exc}") from exc
+
+
+def memory_kind(ctx: Context) -> str:
+    """This agent's memory as the Clade table records it: ``simulated`` or ``real``."""
+    return "simulated" if ctx.simulated else "real"
 
 
 def _content_hash(category: str, content: str) -> str:
@@ -117,7 +138,7 @@ def _offer(ctx: Context, origin: str) -> list[dict[str, Any]]:
             "strategy": item["strategy"], "regime": item["regime"],
             "is_bloodstain": bool(item["is_bloodstain"]), "validated": ev["validated"],
             "contradicted": ev["contradicted"], "episodes": ev["episodes"],
-            "published_at": now,
+            "published_at": now, "memory": memory_kind(ctx),
         })
     return rows
 
@@ -158,17 +179,21 @@ def publish(ctx: Context, uri: str, agent: str | None = None, *, limit: int | No
             "waiting": waiting}
 
 
-def _new_rows(ctx: Context, table: Any, uri: str, me: str,
-              limit: int | None) -> tuple[int, list[dict[str, Any]], int]:
+def _new_rows(ctx: Context, table: Any, uri: str, me: str, limit: int | None,
+              allow_mixed: bool) -> tuple[int, list[dict[str, Any]], int, int]:
     """(rows in the table, the foreign rows not pulled yet (at most ``limit``), how many more
-    wait). Only the keys are read to decide; the rows themselves are read by key."""
+    wait, how many were refused as the other kind of memory or of unknown kind). Only the
+    keys are read to decide; the rows themselves are read by key."""
     try:
-        heads = table.search().select(["key", "origin"]).limit(None).to_arrow().to_pylist()
+        heads = (table.search().select(["key", "origin", "memory"]).limit(None).to_arrow()
+                 .to_pylist())
     except _ERRORS as exc:
         raise StoreError(f"cannot read the Clade table at {uri}: {exc}") from exc
-    new = sorted({str(h["key"]) for h in heads if h["origin"] != me
-                  and _HEX.fullmatch(str(h["key"]))
-                  and imported_as(ctx, f"clade:{h['key']}") is None})
+    kind = memory_kind(ctx)
+    fresh = [h for h in heads if h["origin"] != me and _HEX.fullmatch(str(h["key"]))
+             and imported_as(ctx, f"clade:{h['key']}") is None]
+    refused = {str(h["key"]) for h in fresh if h["memory"] != kind} if not allow_mixed else set()
+    new = sorted({str(h["key"]) for h in fresh} - refused)
     take = new if limit is None else new[:limit]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(take), 200):
@@ -178,7 +203,7 @@ def _new_rows(ctx: Context, table: Any, uri: str, me: str,
         except _ERRORS as exc:
             raise StoreError(f"cannot read the Clade table at {uri}: {exc}") from exc
     rows.sort(key=lambda r: (int(r["published_at"] or 0), str(r["key"])))
-    return len(heads), rows, len(new) - len(take)
+    return len(heads), rows, len(new) - len(take), len(refused)
 
 
 def _alert(ctx: Context, row: dict[str, Any], now: int) -> str:
@@ -198,15 +223,28 @@ def _alert(ctx: Context, row: dict[str, Any], now: int) -> str:
     return write_episodes(ctx, [params])[0]
 
 
+def _record_mixed(ctx: Context, uri: str, rows: list[dict[str, Any]]) -> None:
+    """A mixed pull into a marked directory is written in its FEED.json (``mixed_in``)."""
+    from grimoire.service.datadir import import_marker, write_marker
+
+    for other in sorted({str(r["memory"] or "unmarked") for r in rows} - {memory_kind(ctx)}):
+        marker = import_marker(ctx.data_dir, other, f"clade table {uri}", True)
+        if marker is not None:
+            write_marker(ctx.data_dir, marker)
+
+
 def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None = None,
-         now: int | None = None) -> dict[str, Any]:
+         now: int | None = None, allow_mixed: bool = False) -> dict[str, Any]:
     """Import the other agents' items not pulled yet through the gate as ``clade``
     provenance, each recorded first as a ``clade_alert`` episode at ``now`` (default the
-    clock)."""
+    clock). Rows of the other kind of memory (or of none) are skipped unless
+    ``allow_mixed`` (see the module doc)."""
+    if not isinstance(allow_mixed, bool):
+        raise ValidationError("must be true or false", field="allow_mixed")
     me = agent_name(ctx, agent)
     now = ctx.now() if now is None else int(now)
     table = _table(uri)
-    total, rows, waiting = _new_rows(ctx, table, uri, me, limit)
+    total, rows, waiting, refused = _new_rows(ctx, table, uri, me, limit, allow_mixed)
     items = []
     tampered = 0
     for row in rows:
@@ -224,8 +262,20 @@ def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None 
         })
     result = import_items(ctx, entries=items, provenance="clade", origin="clade",
                           source=uri)
-    return {"uri": uri, "agent": me, "rows": total, "foreign": len(items),
-            "alerts": len(items), "tampered": tampered, "waiting": waiting, **result}
+    if allow_mixed and ctx.memory is not None:
+        _record_mixed(ctx, uri, rows)
+    out = {"uri": uri, "agent": me, "rows": total, "foreign": len(items),
+           "alerts": len(items), "tampered": tampered, "waiting": waiting,
+           "refused_mixed": refused, **result}
+    if refused:
+        out["note"] = (f"{refused} row(s) come from {_other(ctx)} memory or say none: "
+                       f"this {memory_kind(ctx)} memory never mixes them in unless asked "
+                       "(--allow-mixed)")
+    return out
+
+
+def _other(ctx: Context) -> str:
+    return "real" if ctx.simulated else "simulated"
 
 
 def exchange(ctx: Context, now: int, cycle: int) -> dict[str, Any]:

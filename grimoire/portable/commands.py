@@ -111,6 +111,10 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
         common(q)
         q.add_argument("uri", help="the shared table's location (path or object-store URI)")
         q.add_argument("--agent", help="this agent's name (default: the data directory's)")
+        if name == "pull":
+            q.add_argument("--allow-mixed", action="store_true",
+                           help="also pull rows published from the other kind of memory "
+                           "(simulated vs real) or from none (FEED.json records the mix)")
 
 
 def _printer(args: argparse.Namespace) -> Callable[[Any], None]:
@@ -204,6 +208,8 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
         params = {"uri": args.uri}
         if args.agent:
             params["agent"] = args.agent
+        if getattr(args, "allow_mixed", False):
+            params["allow_mixed"] = True
         _print(run_on_store(config, f"clade.{args.clade_command}", params))
         return 0
     print(f"grimoire: unknown command {c}", file=sys.stderr)

@@ -95,8 +95,9 @@ METHODS: dict[str, MethodSpec] = {
         # Knowledge exchange (grimoire/portable/clade.py): one shared LanceDB table at a URI.
         MethodSpec("clade.publish", "share warnings and validated heuristics to a Clade table",
                    "{uri, agent?}", True),
-        MethodSpec("clade.pull", "import other agents' Clade items through the gate",
-                   "{uri, agent?}", True),
+        MethodSpec("clade.pull", "import other agents' Clade items through the gate "
+                   "(never the other kind of memory's unless allow_mixed)",
+                   "{uri, agent?, allow_mixed?}", True),
     ]
 }
 
