@@ -38,8 +38,10 @@ and what it pulled in the import ledger, so a restart neither re-sends nor re-im
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -51,6 +53,8 @@ from grimoire.methods.episode import write_episodes
 from grimoire.portable.bundle import entry_items
 from grimoire.portable.transfer import import_items, imported_as
 from grimoire.records import Category, EntryStatus
+from grimoire.stores.marker import MARKER, read_marker
+from playbook import write_atomic
 
 __all__ = ["TABLE", "agent_name", "exchange", "publish", "pull"]
 
@@ -225,12 +229,17 @@ def _alert(ctx: Context, row: dict[str, Any], now: int) -> str:
 
 def _record_mixed(ctx: Context, uri: str, rows: list[dict[str, Any]]) -> None:
     """A mixed pull into a marked directory is written in its FEED.json (``mixed_in``)."""
-    from grimoire.service.datadir import import_marker, write_marker
-
-    for other in sorted({str(r["memory"] or "unmarked") for r in rows} - {memory_kind(ctx)}):
-        marker = import_marker(ctx.data_dir, other, f"clade table {uri}", True)
-        if marker is not None:
-            write_marker(ctx.data_dir, marker)
+    found = read_marker(ctx.data_dir)
+    if found is None:
+        return
+    others = sorted({str(r["memory"] or "unmarked") for r in rows} - {found["kind"]})
+    if not others:
+        return
+    at = datetime.now(UTC).isoformat(timespec="seconds")  # when it was mixed in, as import
+    mixed = [*found.get("mixed_in", []),
+             *({"kind": k, "source": f"clade table {uri}", "at": at} for k in others)]
+    write_atomic(ctx.data_dir / MARKER, json.dumps({**found, "mixed_in": mixed}, indent=2)
+                 + "\n")
 
 
 def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None = None,
