@@ -233,13 +233,23 @@ def explain_entry(ctx: Context, id: str) -> dict[str, Any]:
         "derived": children,
         "edges": _edges(ctx, entry.id),
         "now": now,
+        # FEED.json: the market simulator's memory, whose times are simulated time
+        "simulated": ctx.simulated,
     }
     out["text"] = render_text(out)
     return out
 
 
-def _when(ms: int) -> str:
-    return iso_utc(ms).replace("T", " ").replace("Z", " UTC")
+def _when(ms: int, simulated: bool = False) -> str:
+    """A time of the memory: UTC, or simulated time when the memory is simulated (the
+    simulator's clock runs ahead of the wall clock: never printed as real UTC)."""
+    text = iso_utc(ms).replace("T", " ").removesuffix("Z")
+    return f"{text} {'simulated time' if simulated else 'UTC'}"
+
+
+# Said once at the top of the view of an entry of simulated memory (as PLAYBOOK.md says it).
+SIMULATED_LINE = ("Simulated memory: learned from Grimoire's built-in market simulator, not "
+                  "from an agent's real episodes; its times are simulated time.")
 
 
 _PROVENANCE_WORDS = {"self_learned": "learned from its own episodes"}
@@ -252,7 +262,8 @@ def _provenance(p: Mapping[str, Any]) -> str:
     return words if golem in (None, "", "local") else f"{words} (from agent {golem})"
 
 
-def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def _change(before: Mapping[str, Any], after: Mapping[str, Any],
+            simulated: bool = False) -> str:
     """What one curator step changed, field by field, in words: only the fields that moved
     (a step records whole fields: a structured claim, the sentence), each as before → after;
     a sentence as the words that changed in it; a structured value as "updated"."""
@@ -267,9 +278,10 @@ def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
         elif key == "content" and isinstance(old, str) and isinstance(new, str):
             parts.append(f"sentence {_words_changed(old, new)}")
         elif key in before:
-            parts.append(f"{name} {_value(key, old)} → {_value(key, new)}")
+            parts.append(f"{name} {_value(key, old, simulated)} → "
+                         f"{_value(key, new, simulated)}")
         else:
-            parts.append(f"{name} {_value(key, new)}")
+            parts.append(f"{name} {_value(key, new, simulated)}")
     return ", ".join(parts)
 
 
@@ -294,9 +306,9 @@ def _words_changed(old: str, new: str) -> str:
     return f"“{span(a)}” → “{span(b)}”"
 
 
-def _value(key: str, value: Any) -> str:
+def _value(key: str, value: Any, simulated: bool = False) -> str:
     if key.endswith("_at") and isinstance(value, int):
-        return _when(value)
+        return _when(value, simulated)
     return _short(value)
 
 
@@ -335,7 +347,9 @@ def render_text(data: Mapping[str, Any]) -> str:
     """The owner-readable form of ``explain_entry``'s data."""
     e = data["entry"]
     d = data["decay"]
+    sim = bool(data.get("simulated"))
     lines = [
+        *([SIMULATED_LINE] if sim else []),
         f"{e['category']} {e['id']} [{e['status']}]",
         f"  {e['content']}",
         "",
@@ -360,15 +374,16 @@ def render_text(data: Mapping[str, Any]) -> str:
         lines += ["", "Admission gate:"]
         for a in data["admission"]:
             factors = ", ".join(f"{k} {v:.2f}" for k, v in a["factors"].items())
-            lines.append(f"  {_when(a['at'])}  {a['decision']} (composite {a['composite']:.3f}: "
-                         f"{factors})" + (" [off-topic]" if a.get("off_topic") else ""))
+            lines.append(f"  {_when(a['at'], sim)}  {a['decision']} "
+                         f"(composite {a['composite']:.3f}: {factors})"
+                         + (" [off-topic]" if a.get("off_topic") else ""))
             lines.extend(f"    - {reason}" for reason in a.get("reasons", ()))
     if data["history"]:
         lines += ["", "Curator history:"]
         for h in data["history"]:
             why = (h["after"] or {}).get("why", "")
-            change = _change(h["before"] or {}, h["after"] or {})
-            lines.append(f"  cycle {h['cycle']} {_when(h['at'])}  {h['op']}"
+            change = _change(h["before"] or {}, h["after"] or {}, sim)
+            lines.append(f"  cycle {h['cycle']} {_when(h['at'], sim)}  {h['op']}"
                          + (f": {change}" if change else "") + (f" ({why})" if why else ""))
     q = data["quarantine"]
     if q:
@@ -391,7 +406,7 @@ def render_text(data: Mapping[str, Any]) -> str:
                 lines.append(f"  {ep['id']} (no longer stored)")
                 continue
             ref = f" [{ep['ref']}]" if ep["ref"] else ""
-            lines.append(f"  {_when(ep['timestamp'])}{ref} {ep['outcome']}: {ep['text']}")
+            lines.append(f"  {_when(ep['timestamp'], sim)}{ref} {ep['outcome']}: {ep['text']}")
     if data["edges"]:
         lines += ["", "Causal and outcome edges:"]
         lines += [f"  {x['cause_id']} → {x['effect_id']} ({x['kind']}, weight {x['weight']:.2f},"

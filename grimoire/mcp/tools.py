@@ -148,6 +148,11 @@ def consequences(call: Call, start: Mapping[str, Any], depth: int, limit: int
             if origin else None, "consequences": items, "narrative": out.get("narrative")}
 
 
+# How an answer from simulated memory (FEED.json kind simulated) says so.
+SIMULATED = ("simulated memory: learned from the built-in market simulator; its times are "
+             "simulated time, not real UTC")
+
+
 def explain_summary(full: Mapping[str, Any]) -> dict[str, Any]:
     """``entry.explain`` summarised: the sentence, its evidence and confidence, its
     provenance and parents, the last changes; ``explain(full=True)`` has the rest."""
@@ -176,6 +181,8 @@ def explain_summary(full: Mapping[str, Any]) -> dict[str, Any]:
                           "why": _clip((h.get("after") or {}).get("why"), 160) or None}
                          for h in history],
         "more": "explain with full=true for every vote, cited episode and change",
+        # said once, as PLAYBOOK.md and ``status`` say it: these times are not real UTC
+        **({"memory": SIMULATED} if full.get("simulated") else {}),
     }
 
 
