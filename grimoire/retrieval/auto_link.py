@@ -81,7 +81,9 @@ def predecessors_of(timestamp: int, vector: Vector, ids: list[str],
         return []
     age = timestamp - times.astype(np.int64)
     semantic = np.maximum(0.0, vectors @ np.asarray(vector, dtype=np.float32))
-    temporal = np.exp(-_TEMPORAL_RATE * age / window_ms)
+    # Ages outside (0, window] are dropped below; clipped first, so that an episode far in
+    # the future of this one does not overflow exp() (a RuntimeWarning on stderr).
+    temporal = np.exp(-_TEMPORAL_RATE * np.clip(age, 0, window_ms) / window_ms)
     weight = 0.5 * temporal + 0.5 * semantic
     keep = (age > 0) & (age <= window_ms) & (semantic >= min_similarity) & (weight >= threshold)
     out = [(ids[i], round(float(weight[i]), 3)) for i in np.flatnonzero(keep)

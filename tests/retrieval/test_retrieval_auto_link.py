@@ -7,7 +7,7 @@ import math
 import pytest
 
 from grimoire.errors import ValidationError
-from grimoire.retrieval.auto_link import Event, predecessors
+from grimoire.retrieval.auto_link import Event, predecessors, predecessors_of
 from tests.retrieval.retrieval_support import HOUR, NOW, axis, unit
 
 WINDOW = HOUR
@@ -56,7 +56,7 @@ def test_the_array_form_proposes_what_the_event_form_does() -> None:
     ``predecessors`` exactly: same causes, weights, rounding and order."""
     import numpy as np
 
-    from grimoire.retrieval.auto_link import predecessors_of
+
 
     rng = np.random.default_rng(3)
     for trial in range(20):
@@ -76,3 +76,17 @@ def test_the_array_form_proposes_what_the_event_form_does() -> None:
             assert first not in dict(predecessors_of(
                 NOW, vectors[0], ids, times.astype(np.int64), vectors[1:], HOUR, 0.3, 0.2,
                 skip=frozenset({first})))
+
+
+def test_an_episode_far_in_the_future_raises_no_overflow_warning() -> None:
+    import warnings
+
+    import numpy as np
+
+    vector = np.array([1.0, 0.0], dtype=np.float32)
+    times = np.array([0, 10**15], dtype=np.int64)  # the second is ages after the event
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would print on the host's stderr
+        found = predecessors_of(1_000, vector, ["a", "b"], times,
+                                np.stack([vector, vector]), window_ms=60_000)
+    assert [i for i, _ in found] == ["a"]
