@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from lancedb.index import IvfPq
 
 from grimoire.logs import get_logger
 from grimoire.stores.episodes.quantized import F32
@@ -87,6 +86,10 @@ class AnnIndex:
         if table is None or not self.due(rows) or not self._lock.acquire(blocking=False):
             return None
         try:
+            # Imported here: the store module is imported by every owner command, and LanceDB
+            # (seconds) only when an index is built.
+            from lancedb.index import IvfPq
+
             started = time.perf_counter()
             partitions = max(1, min(int(math.sqrt(rows)), rows // 256))
             sub = dim // 16 if dim % 16 == 0 else (dim // 8 if dim % 8 == 0 else 1)
