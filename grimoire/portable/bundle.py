@@ -34,7 +34,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,8 @@ from grimoire.portable.manifest import (
 from grimoire.records import Category, EntryStatus
 from grimoire.stores.semantic.types import EntryFilter
 
-__all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle", "read_items"]
+__all__ = ["FORMAT_VERSION", "Bundle", "export_bundle", "item_hash", "read_bundle", "read_items",
+           "write_jsonl"]
 
 FORMAT_VERSION = 1
 KIND = "grimoire-bundle"
@@ -130,7 +131,8 @@ def triple_items(ctx: Context) -> Iterator[dict[str, Any]]:
                        "confidence": t.confidence, "evidence_count": t.evidence_count})
 
 
-def _write_jsonl(path: Path, items: Iterator[dict[str, Any]]) -> int:
+def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> int:
+    """Write one JSON object a line (sorted keys, UTF-8); the number written."""
     n = 0
     with open(path, "w", encoding="utf-8") as fh:
         for item in items:
@@ -156,10 +158,10 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
     partial.mkdir(parents=True, mode=0o700)
     try:
         counts = {
-            "entries": _write_jsonl(partial / "entries.jsonl",
+            "entries": write_jsonl(partial / "entries.jsonl",
                                     entry_items(ctx, min_confidence, origin)),
-            "causal": _write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
-            "triples": _write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
+            "causal": write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
+            "triples": write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
         }
         book = ctx.config.playbook_path
         if book.exists():

@@ -29,7 +29,6 @@ the most recent. Everything is read on the data's own time (the final cycle's).
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import shutil
 from collections import Counter
@@ -48,6 +47,7 @@ from grimoire.portable.bundle import (
     entry_items,
     item_hash,
     triple_items,
+    write_jsonl,
 )
 from grimoire.portable.manifest import MANIFEST, file_table, fsync_tree, write_json_atomic
 from grimoire.records import (
@@ -143,15 +143,6 @@ def _episode_view(e: Episode) -> dict[str, Any]:
                      "strategy", "regime", "tool", "actions", "token_pair", "chain")}
 
 
-def _write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> int:
-    n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n")
-            n += 1
-    return n
-
-
 def _knowledge(ctx: Context) -> dict[str, dict[str, int]]:
     counts: dict[str, Counter[str]] = {}
     for e in ctx.semantic.list_entries(EntryFilter(), limit=None):
@@ -202,11 +193,11 @@ def write_testament(ctx: Context, out: str | Path, *, origin: str | None = None,
     partial.mkdir(parents=True, mode=0o700)
     try:
         counts = {
-            "entries": _write_jsonl(partial / "entries.jsonl", entries),
-            "causal": _write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
-            "triples": _write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
+            "entries": write_jsonl(partial / "entries.jsonl", entries),
+            "causal": write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
+            "triples": write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
         }
-        n_lessons = _write_jsonl(partial / LESSONS, lessons)
+        n_lessons = write_jsonl(partial / LESSONS, lessons)
         testament = {"origin": origin, "generation": gen, "died_at": now,
                      "figures": figures, "lesson_warnings": len(lesson_ids)}
         write_json_atomic(partial / TESTAMENT, testament)
