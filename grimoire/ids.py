@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 
-__all__ = ["id_time_ms", "is_uuid", "new_id"]
+__all__ = ["id_time_ms", "is_uuid", "new_id", "shared_prefix_len"]
 
 
 def new_id(now_ms: int) -> str:
@@ -36,3 +36,14 @@ def is_uuid(value: object) -> bool:
     except ValueError:
         return False
     return True
+
+
+def shared_prefix_len(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share: what a short id must exceed to
+    tell them apart (the store's and PLAYBOOK.md's unique prefixes both use it)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

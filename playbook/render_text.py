@@ -2,7 +2,7 @@
 
 Owns how one entry's words become one safe line of Markdown. It must not
 decide which entries appear or in what order (that is ``compiler``), and it
-imports nothing from Grimoire but records. Every function is pure and
+imports nothing from Grimoire but records and ids. Every function is pure and
 deterministic: no locale, no wall clock, fixed float formats.
 """
 
@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from grimoire.ids import shared_prefix_len
 from grimoire.records import Category, Claim, GrimoireEntry
 
 __all__ = [
@@ -86,18 +87,10 @@ def short_ids(ids: Iterable[str]) -> dict[str, str]:
         need = SHORT_ID_CHARS
         for j in (i - 1, i + 1):  # in sorted order the longest shared prefix is a neighbour
             if 0 <= j < len(unique):
-                need = max(need, _common_prefix(id_, unique[j]) + 1)
+                need = max(need, shared_prefix_len(id_, unique[j]) + 1)
         out[id_] = id_[: min(need, len(id_))]
     return out
 
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def fmt_number(value: float) -> str:

@@ -15,6 +15,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from grimoire.ids import shared_prefix_len
 from grimoire.records import GrimoireEntry
 from grimoire.stores.semantic.codec import (
     ENTRY_COLUMNS,
@@ -183,18 +184,10 @@ def unique_prefixes(conn: apsw.Connection, ids: Iterable[str], min_chars: int
             row = conn.execute(sql, (id_,)).fetchone()
             other = None if row is None else row[0]
             if isinstance(other, str):
-                need = max(need, _shared(id_, other) + 1)
+                need = max(need, shared_prefix_len(id_, other) + 1)
         out[id_] = id_[:need]
     return out
 
-
-def _shared(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def get_by_rids(conn: apsw.Connection, rids: Iterable[int]) -> dict[int, GrimoireEntry]:
