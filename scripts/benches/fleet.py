@@ -197,6 +197,7 @@ def summarize(uri: str, reports: list[dict[str, Any]]) -> dict[str, Any]:
         "read_p50_ms": _pct(reads, 50), "read_p95_ms": _pct(reads, 95),
         "cycle_p95_s": _pct([c["end"] - c["start"] for c in cycles], 95),
         "versions": len(table.list_versions()), "version": table.version,
+        "fragments": int(table.stats()["fragment_stats"]["num_fragments"]),
     }
 
 
@@ -219,6 +220,7 @@ def print_report(s: dict[str, Any], title: str) -> None:
         ("curator cycle (with the exchange) p95, s", f"{s['cycle_p95_s']:.1f}"),
         ("compactions run / lost a race", f"{s['compactions']} / {s['compactions_lost']}"),
         ("versions kept at the end / latest version", f"{s['versions']} / {s['version']}"),
+        ("data files the latest version reads (fragments)", f"{s['fragments']}"),
     ]
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
