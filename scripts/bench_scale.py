@@ -1,9 +1,9 @@
 """Benchmark Grimoire at scale: one table row per store size (issue 29).
 
-One part for now (``--part sizes``, the default); the fleet run of issue 29 is to become a
-second part. For each size in ``--sizes`` (default 10k and 100k episodes; ``--sizes
-10000,100000,1000000`` adds 1M), with ``--entries`` knowledge entries and ``--triples`` KG
-triples beside the episodes, it reports:
+Two parts: ``--part sizes`` (the default, below) and ``--part fleet`` (twenty agents on one
+Clade table: ``benches/fleet.py``). For each size in ``--sizes`` (default 10k and 100k
+episodes; ``--sizes 10000,100000,1000000`` adds 1M), with ``--entries`` knowledge entries
+and ``--triples`` KG triples beside the episodes, it reports:
 
 - ingest rate: the fill's episodes go straight into the episode store (``append`` plus the
   entity mentions, through the writer thread, batches of 1,000) with vectors from the
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> None:
          [f"{r['cycle_first_s']:.2f} / {r['cycle_steady_s']:.2f}" for _, _, r, _ in rows])
 
 
-PARTS = {"sizes": main}
+PARTS = {"sizes": main, "fleet": "benches.fleet"}
 
 if __name__ == "__main__":
     from benches import dispatch

@@ -528,6 +528,15 @@ class CladeConfig:
                            "next one)", positive=True)
     max_pull: int = opt(50, "foreign items one exchange pulls at most (the rest wait for the "
                         "next one)", positive=True)
+    publish_attempts: int = opt(4, "tries of one publish whose commit loses the race to "
+                                "other agents' (LanceDB's own retries included in each; "
+                                "jittered pauses between)", positive=True)
+    compact_every: int = opt(20, "the agent whose publish makes a table version that is a "
+                             "multiple of this compacts the table (merges small files, "
+                             "removes old versions' files)", positive=True)
+    keep_versions_s: float = opt(600.0, "a compaction removes the files of table versions "
+                                 "older than this many seconds (a sibling still reading one "
+                                 "retries at its next exchange)")
 
 
 @dataclass(frozen=True)

@@ -33,15 +33,22 @@ and when, whatever the gate then decides.
 at the cycle's data time. What it published is recorded in meta (``clade.published.<key>``)
 and what it pulled in the import ledger, so a restart neither re-sends nor re-imports
 (and a row another agent published while this one was down is pulled at the next cycle).
+
+Many agents write the table at once (README, "Many agents on one table"): LanceDB commits
+each write atomically with a conditional put; Grimoire adds what it does not: a publish that
+lost a race is merged again (idempotent by key), a pull takes one row per key, a create that
+lost the race puts back the rows it hid, and the writer whose commit makes every
+``clade.compact_every``-th version compacts the table.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -92,8 +99,8 @@ def _table(uri: str) -> Any:
             table = db.open_table(TABLE)
         except (ValueError, FileNotFoundError):
             try:
-                return db.create_table(TABLE, schema=_SCHEMA)
-            except (ValueError, OSError):  # another agent created it meanwhile
+                return _put_back(db.create_table(TABLE, schema=_SCHEMA))
+            except _ERRORS:  # another agent created it meanwhile (its commit won)
                 return db.open_table(TABLE)
         if "memory" not in table.schema.names:  # a table from before the marker column
             try:
@@ -105,6 +112,23 @@ def _table(uri: str) -> Any:
         return table
     except _ERRORS as exc:
         raise StoreError(f"cannot open the Clade table at {uri}: {exc}") from exc
+
+
+def _put_back(table: Any) -> Any:
+    """Creating the table commits an Overwrite. When another agent created it (and
+    published) between this one's look and its commit, LanceDB does not refuse the create:
+    it commits the empty table on top as a later version, and the latest version has lost
+    those rows. They are still in the version before it, so they are put back, merged by
+    key (nothing is doubled; what others wrote on top of the empty table stays)."""
+    made = int(table.version)
+    if made <= 1:
+        return table
+    table.checkout(made - 1)
+    before = table.to_arrow().to_pylist()
+    table.checkout_latest()
+    if before:
+        _merge(table, pa.Table.from_pylist(before, schema=_SCHEMA), 4)
+    return table
 
 
 def memory_kind(ctx: Context) -> str:
@@ -163,9 +187,9 @@ def publish(ctx: Context, uri: str, agent: str | None = None, *, limit: int | No
     table = _table(uri)
     if not rows:
         return {"uri": uri, "agent": origin, "offered": 0, "published": 0, "waiting": 0}
+    cfg = ctx.config.clade
     try:
-        merged = (table.merge_insert("key").when_not_matched_insert_all()
-                  .execute(pa.Table.from_pylist(rows, schema=_SCHEMA)))
+        merged = _merge(table, pa.Table.from_pylist(rows, schema=_SCHEMA), cfg.publish_attempts)
         # this call's own inserts (a sibling publishing at the same time is not counted)
         added = int(merged.num_inserted_rows)
     except _ERRORS as exc:
@@ -179,8 +203,50 @@ def publish(ctx: Context, uri: str, agent: str | None = None, *, limit: int | No
         ctx.writer.call(record)
     ctx.events.emit("CladePublish", ctx.now(), uri=uri, agent=origin, offered=len(rows),
                     published=added)
+    compacted = _compact(table, int(merged.version), cfg.compact_every, cfg.keep_versions_s)
     return {"uri": uri, "agent": origin, "offered": len(rows), "published": max(added, 0),
-            "waiting": waiting}
+            "waiting": waiting, "version": int(merged.version), **compacted}
+
+
+# LanceDB's words for a write that lost a race to the siblings: its commit lost to theirs
+# (lance retries a few times within its own timeout, then gives up with one of these), a
+# compaction rewrote the files it read ("Incompatible transaction"), or removed the files
+# of the old version it was reading ("Not found").
+_LOST_RACE = re.compile(r"concurrent writer|conflict|incompatible|not found", re.IGNORECASE)
+
+
+def _merge(table: Any, data: pa.Table, attempts: int) -> Any:
+    """Insert the rows whose key the table lacks; a commit that lost the race to other
+    writers is tried again after a jittered pause. Each try re-reads the table, so a row
+    that landed (even when its commit's answer was lost) matches its key and is not added
+    twice: the key makes the retry idempotent. Each retry reads the latest version: the one
+    the handle read may be the one a compaction rewrote or removed."""
+    for attempt in range(attempts):
+        try:
+            if attempt:  # the handle still reads the version that lost: read the latest
+                table.checkout_latest()
+            return table.merge_insert("key").when_not_matched_insert_all().execute(data)
+        except _ERRORS as exc:
+            if attempt + 1 >= attempts or not _LOST_RACE.search(str(exc)):
+                raise
+            time.sleep(random.uniform(0.5, 1.5) * 2 ** attempt)
+    raise AssertionError("unreachable")  # attempts >= 1 (config: positive)
+
+
+def _compact(table: Any, version: int, every: int, keep_s: float) -> dict[str, Any]:
+    """The writer whose commit made a version that is a multiple of ``every`` compacts the
+    table (each version number is written by exactly one commit, so one writer is elected
+    per ``every`` commits, without a lock): small data files are merged, and the files of
+    versions older than ``keep_s`` seconds are removed (a sibling still reading one fails
+    its read, reports it and reads again at its next exchange). A compaction that loses a
+    race is left to the next elected writer."""
+    if version % every:
+        return {}
+    try:
+        table.optimize(cleanup_older_than=timedelta(seconds=keep_s))
+    except _ERRORS as exc:
+        return {"compacted": False, "compact_error": str(exc)[:300]}
+    return {"compacted": True}
 
 
 def _new_rows(ctx: Context, table: Any, uri: str, me: str, limit: int | None,
@@ -207,7 +273,12 @@ def _new_rows(ctx: Context, table: Any, uri: str, me: str, limit: int | None,
         except _ERRORS as exc:
             raise StoreError(f"cannot read the Clade table at {uri}: {exc}") from exc
     rows.sort(key=lambda r: (int(r["published_at"] or 0), str(r["key"])))
-    return len(heads), rows, len(new) - len(take), len(refused)
+    # One row per key: two inserts of one key that raced each other both land (LanceDB does
+    # not see them conflict); the first published is the item, the other is not a second one.
+    once: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        once.setdefault(str(row["key"]), row)
+    return len(heads), list(once.values()), len(new) - len(take), len(refused)
 
 
 def _alert(ctx: Context, row: dict[str, Any], now: int) -> str:
@@ -252,8 +323,10 @@ def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None 
         raise ValidationError("must be true or false", field="allow_mixed")
     me = agent_name(ctx, agent)
     now = ctx.now() if now is None else int(now)
+    started = time.perf_counter()
     table = _table(uri)
     total, rows, waiting, refused = _new_rows(ctx, table, uri, me, limit, allow_mixed)
+    read_ms = round((time.perf_counter() - started) * 1000, 1)
     items = []
     tampered = 0
     for row in rows:
@@ -275,7 +348,7 @@ def pull(ctx: Context, uri: str, agent: str | None = None, *, limit: int | None 
         _record_mixed(ctx, uri, rows)
     out = {"uri": uri, "agent": me, "rows": total, "foreign": len(items),
            "alerts": len(items), "tampered": tampered, "waiting": waiting,
-           "refused_mixed": refused, **result}
+           "refused_mixed": refused, "read_ms": read_ms, **result}
     if refused:
         out["note"] = (f"{refused} row(s) come from {_other(ctx)} memory or say none: "
                        f"this {memory_kind(ctx)} memory never mixes them in unless asked "
@@ -295,7 +368,12 @@ def exchange(ctx: Context, now: int, cycle: int) -> dict[str, Any]:
     if cycle % cfg.every_cycles:
         return {"skipped": f"every {cfg.every_cycles} cycles"}
     sent = publish(ctx, cfg.uri, cfg.agent, limit=cfg.max_publish, ledger=True)
+    started = time.perf_counter()
     got = pull(ctx, cfg.uri, cfg.agent, limit=cfg.max_pull, now=now)
+    compaction: dict[str, Any] = {k: sent[k] for k in ("compacted", "compact_error")
+                                  if k in sent}
     return {"published": sent["published"], "publish_waiting": sent["waiting"],
             "pulled": got["foreign"], "alerts": got["alerts"], "pull_waiting": got["waiting"],
-            "entries": got["entries"], "tampered": got["tampered"]}
+            "entries": got["entries"], "tampered": got["tampered"],
+            "pull_ms": round((time.perf_counter() - started) * 1000, 1),
+            "pull_read_ms": got["read_ms"], **compaction}
