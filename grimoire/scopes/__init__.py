@@ -11,7 +11,9 @@ Modules: ``names`` (the names and where a scope lives), ``registry`` (opening an
 the scopes of one open Grimoire), ``route`` (the facade's ``scope=`` parameter: routing and
 stamping answers), ``access`` (which socket peer may use which scope), ``ticks`` (each open
 scope's heartbeat in the daemon) and ``backup`` (a backup carries every scope).
-May import: the facade (``grimoire.grimoire``) lazily, config, errors, logs, stores' marker.
+May import: the context, errors, logs, the stores' marker, the heartbeat (``ticks``) and the
+backup's manifest name; never the facade, which imports this package (the registry opens
+a scope with the class of the Grimoire it serves).
 """
 
 from grimoire.scopes.names import DEFAULT_SCOPE, check_scope, scope_dir

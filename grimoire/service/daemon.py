@@ -50,6 +50,7 @@ from grimoire.runtime.memory import (
     release_free_memory,
     use_system_arrow_pool,
 )
+from grimoire.scopes.ticks import tick_scopes
 from grimoire.service.datadir import record_feed_kind, refuse_mixed
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
@@ -288,6 +289,9 @@ class Daemon:
                 self._feed_rejected_seen = 0
                 feed.close()
             raise
+        scopes = tick_scopes(self.g, now)  # each open scope's own tick (grimoire/scopes)
+        if scopes:
+            summary["scopes"] = scopes
         return summary
 
     async def _heartbeat(self) -> None:

@@ -87,3 +87,21 @@ def test_closing_closes_every_scope_and_a_read_only_open_reads_them(tmp_path: Pa
         with pytest.raises(NotFoundError, match="holds nothing yet"):
             ro.status(scope="never")
     assert not (tmp_path / "d" / "scopes" / "never").exists()
+
+
+def test_a_backup_carries_every_scope_and_a_restore_brings_them_back(tmp_path: Path) -> None:
+    from grimoire.portable.backup import backup, restore
+
+    clock, emb = FrozenClock(), HashEmbedder()
+    with Grimoire.open(tmp_path / "d", clock=clock, embedder=emb) as g:
+        wid = g.episode_write(text="bridge delayed on arbitrum", scope="alpha")["id"]
+        g.entry_add(category="warning", scope="alpha",
+                    content="Avoid bridges when the queue is long because funds wait hours")
+        g.curator_run(scope="alpha")
+    made = backup(tmp_path / "d", tmp_path / "bak")
+    assert set(made["stores"]["scopes"]) == {"alpha"}
+    restore(tmp_path / "bak", tmp_path / "r")
+    with Grimoire.open(tmp_path / "r", clock=clock, embedder=emb) as g:
+        assert g.episode_get(wid, scope="alpha")["text"] == "bridge delayed on arbitrum"
+        assert "funds wait hours" in g.playbook_get(scope="alpha")["markdown"]
+        assert g.context.episodes.count() == 0
