@@ -28,6 +28,7 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
                        "running, the read tools read DIR read-only and the write tools say to "
                        "start one.")
     common(p)
+    p.set_defaults(takes_scope=True)
     p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
                        description="Snapshot every store while the daemon runs; writes "
                        "DEST with a manifest of versions, row counts and sha256.")
@@ -187,7 +188,7 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "mcp":
         from grimoire.mcp.server import serve
 
-        return serve(config)
+        return serve(config, scope=args.scope)
     from grimoire.portable.session import run_on_store
 
     if c == "export":

@@ -50,6 +50,7 @@ from grimoire.runtime.memory import (
     release_free_memory,
     use_system_arrow_pool,
 )
+from grimoire.scopes.access import Access
 from grimoire.scopes.ticks import tick_scopes
 from grimoire.service.datadir import record_feed_kind, refuse_mixed
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
@@ -353,7 +354,8 @@ class Daemon:
         d = self.config.daemon
         self.server = Server(self.g, self.config.socket, max_request_bytes=d.max_request_bytes,
                              max_connections=d.max_connections, idle_timeout_s=d.idle_timeout_s,
-                             data_dir=Path(self.config.data_dir))
+                             data_dir=Path(self.config.data_dir),
+                             access=Access(self.config.access.scopes))
         await self.server.start()
         self.schedule = TickSchedule(self.interval_s, self._monotonic())
         log.info("daemon.ready", socket=str(self.config.socket), tick_s=self.interval_s,
