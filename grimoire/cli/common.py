@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from grimoire.config import Config, load_config
 from grimoire.errors import ValidationError
 
-__all__ = ["common", "emit", "load", "scoped"]
+__all__ = ["common", "emit", "load", "refuse_unscoped", "scoped"]
 
 H = TypeVar("H", bound=Callable[..., Any])
 
@@ -33,12 +33,17 @@ def scoped(handler: H) -> H:
     return handler
 
 
-def load(args: argparse.Namespace, **extra: Any) -> Config:
+def refuse_unscoped(args: argparse.Namespace) -> None:
+    """``--scope`` on a command that acts on the whole data directory is an error, never
+    ignored (``cli.app.main`` asks before it runs the command)."""
     takes_scope = getattr(args, "takes_scope", False) or getattr(
         getattr(args, "handler", None), "takes_scope", False)
     if getattr(args, "scope", None) is not None and not takes_scope:
         raise ValidationError(f"--scope: `grimoire {args.command}` acts on the whole data "
                               "directory (every scope), not on one scope", field="scope")
+
+
+def load(args: argparse.Namespace, **extra: Any) -> Config:
     overrides: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
     if getattr(args, "data", None):
         overrides["data_dir"] = args.data
