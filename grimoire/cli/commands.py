@@ -382,6 +382,7 @@ def methods_epilog(with_params: bool = False) -> str:
         lines.append(f"  {spec.name:<20} {spec.summary}")
         if with_params:
             lines.append(f"  {'':<20}   params {spec.params}")
+    lines.append("every method also takes scope (default: the default scope; README: Scopes)")
     return "\n".join(lines)
 
 
