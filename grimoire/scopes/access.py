@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from grimoire.errors import ConfigError, ScopeDeniedError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.scopes.names import check_scope
 
-__all__ = ["ALL", "Access"]
+__all__ = ["ALL", "Access", "check_access"]
 
 log = get_logger(__name__)
 
@@ -82,3 +83,15 @@ class Access:
         may = ", ".join(sorted(granted)) or "none"
         raise ScopeDeniedError(f"uid {uid} may not use scope {scope!r} ({method}); its "
                                f"scopes: {may} (access.scopes in the daemon's config)")
+
+
+def check_access(grants: Mapping[str, Sequence[str]], socket: Path, data_dir: Path) -> Access:
+    """The daemon's policy, checked before anything is created: a bad grant, or other uids
+    granted while the socket sits in the (owner-only) data directory, is a ConfigError."""
+    access = Access(grants)
+    if access.shared and socket.parent.resolve() == data_dir.resolve():
+        raise ConfigError("access.scopes grants other uids, so they must reach the socket, "
+                          f"but it is in the data directory {data_dir}, which stays "
+                          "owner-only: set socket_path to a directory of its own (e.g. "
+                          "/run/grimoire/grimoire.sock)")
+    return access

@@ -50,7 +50,7 @@ from grimoire.runtime.memory import (
     release_free_memory,
     use_system_arrow_pool,
 )
-from grimoire.scopes.access import Access
+from grimoire.scopes.access import Access, check_access
 from grimoire.scopes.ticks import tick_scopes
 from grimoire.service.datadir import record_feed_kind, refuse_mixed
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
@@ -482,6 +482,7 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     d, data_dir = config.daemon, Path(config.data_dir)
     make_feed(d.feed, scenario=d.scenario, seed=d.seed).close()
     refuse_mixed(data_dir, d.feed)
+    check_access(config.access.scopes, config.socket, data_dir)  # who may use which scope
     # The only place that reads the environment for the LLM (its API key); None = no LLM.
     llm = make_llm(config.llm, os.environ)
     embedder = embedder_for(config)

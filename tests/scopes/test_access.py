@@ -166,3 +166,24 @@ def test_another_uid_uses_only_the_scopes_the_config_grants_it(
         assert st.server.stats()["refused"] == 1
     finally:
         st.stop()
+
+
+@pytest.mark.parametrize(("grants", "says"), [
+    ({"bob": ["a"]}, "not a uid"),
+    ({str(NOBODY): ["alpha"]}, "set socket_path to a directory of its own")])
+def test_the_daemon_refuses_a_bad_access_config_before_creating_anything(
+        tmp_path: Path, grants: dict[str, Any], says: str) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = tmp_path / "g.yaml"
+    cfg.write_text(yaml.safe_dump({"access": {"scopes": grants}}), encoding="utf-8")
+    grimoire = Path(sys.executable).parent / "grimoire"
+    p = subprocess.run([str(grimoire), "run", "--data", str(tmp_path / "d"), "--config",
+                        str(cfg), "--feed", "none"], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "d").exists()
