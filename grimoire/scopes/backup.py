@@ -31,3 +31,19 @@ def backup_scopes(root: Path, dest: Path, backup: Callable[..., dict[str, Any]]
         (target / MANIFEST).unlink()
         out[name] = made["stores"]
     return out
+
+
+def apply_scope_tombstones(g: Any, source: Path, scopes: dict[str, Any]) -> dict[str, Any]:
+    """After a restore into ``g``'s directory: each restored scope gets the forgets its
+    source scope (``source/scopes/NAME``) wrote since that scope's backup began."""
+    from grimoire.forget import apply_tombstones
+    from grimoire.forget.tombstones import TOMBSTONES
+    from grimoire.scopes.registry import registry
+
+    out: dict[str, Any] = {}
+    for name, stores in sorted(scopes.items()):
+        origin = scope_dir(source, name)
+        if (origin / TOMBSTONES).is_file():
+            began = int((stores or {}).get("began_at_ms", 0))
+            out[name] = apply_tombstones(registry(g).get(name).context, origin, since_ms=began)
+    return out

@@ -70,3 +70,19 @@ def test_mcp_with_a_scope_calls_every_tool_in_it(data: Path) -> None:
         caller.close()
     with pytest.raises(ValidationError, match="bad scope"):
         in_scope(caller, "a/b")
+
+
+def test_a_restore_applies_each_scopes_forgets_since_the_backup(
+        data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backup", "--data", str(data), str(tmp_path / "bak"), "--json"]) == 0
+    capsys.readouterr()
+    with Grimoire.open(data, clock=FrozenClock()) as g:
+        gone = g.forget(matching="alpha pool", scope="alpha")
+        assert gone["scope"] == "alpha"
+    assert main(["restore", str(tmp_path / "bak"), str(tmp_path / "r"), "--json"]) == 0
+    restored = json.loads(capsys.readouterr().out)
+    assert restored["forgotten"]["scopes"]["alpha"]["applied"] == 1
+    with Grimoire.open(tmp_path / "r", clock=FrozenClock(), read_only=True) as g:
+        found = g.retrieve(query="gas spiked on the alpha pool", scope="alpha")
+        assert "alpha pool" not in json.dumps(found["items"])
+        assert g.retrieve(query="gas spiked on the default pool")["items"]
