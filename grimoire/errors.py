@@ -15,6 +15,7 @@ Every error Grimoire raises on purpose is a ``GrimoireError``. Library errors
     ├── NotAvailableError      a method whose machinery is not configured/built
     ├── BusyError              the writer queue is full; retry later
     ├── LLMError               the optional LLM endpoint failed
+    ├── ScopeDeniedError       the socket peer may not use that scope (access.scopes)
     └── ProtocolError          malformed JSON-RPC traffic
 
 ``code`` is the JSON-RPC error code the server answers with.
@@ -33,6 +34,7 @@ __all__ = [
     "NotFoundError",
     "ProtocolError",
     "SchemaVersionError",
+    "ScopeDeniedError",
     "StoreError",
     "ValidationError",
 ]
@@ -109,6 +111,12 @@ class LLMError(GrimoireError):
     """The optional LLM endpoint failed (timeout, HTTP error, bad answer)."""
 
     code = -32050
+
+
+class ScopeDeniedError(GrimoireError):
+    """The socket peer's uid may not use the scope it asked for (``access.scopes``)."""
+
+    code = -32060
 
 
 class ProtocolError(GrimoireError):

@@ -33,6 +33,8 @@ from grimoire.models.factory import LazyEmbedder, make_embedder
 from grimoire.models.llm import LLM
 from grimoire.runtime.memory import release_free_memory
 from grimoire.runtime.writer import Writer
+from grimoire.scopes.registry import close_scopes
+from grimoire.scopes.route import scoped
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.marker import read_marker
@@ -300,6 +302,7 @@ class Grimoire:
             return
         self._closed = True
         ctx = self._ctx
+        scope_errors = close_scopes(ctx)  # the other scopes' Grimoires first (scopes/)
         from grimoire.retrieval.stages.sources import settle_reads
         from grimoire.retrieval.stages.writes import drain
 
@@ -312,7 +315,7 @@ class Grimoire:
         if ctx.embed_stage is not None:
             ctx.embed_stage.stop()  # what it accepted goes on to the writer before that stops
         ctx.writer.stop()
-        errors: list[BaseException] = []
+        errors: list[BaseException] = scope_errors
         for store in (ctx.episode_store.peek(), ctx.semantic, ctx.graph):
             if store is None:  # a read-only open that never read an episode
                 continue
@@ -343,7 +346,8 @@ class Grimoire:
 
     # -- health and status ----------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    @scoped
+    def health(self, *, scope: str | None = None) -> dict[str, Any]:
         import time
 
         return {
@@ -353,62 +357,72 @@ class Grimoire:
             "uptime_s": round(time.monotonic() - self._ctx.started_monotonic, 3),
         }
 
-    def status(self) -> dict[str, Any]:
+    @scoped
+    def status(self, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.status import status
 
         return status(self._ctx)
 
     # -- episodes -------------------------------------------------------------------------
 
-    def episode_write(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def episode_write(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         self._writable("episode.write")
         from grimoire.methods.episode import write_episodes
 
         return {"id": write_episodes(self._ctx, [params])[0]}
 
-    def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    @scoped
+    def episode_write_batch(self, episodes: Sequence[Mapping[str, Any]], *,
+                            scope: str | None = None) -> dict[str, Any]:
         self._writable("episode.write_batch")
         from grimoire.methods.episode import write_episodes
 
         return {"ids": write_episodes(self._ctx, episodes, atomic=True)}
 
-    def episode_get(self, id: str) -> dict[str, Any]:
+    @scoped
+    def episode_get(self, id: str, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.episode import get_episode
 
         return get_episode(self._ctx, id)
 
     # -- entries --------------------------------------------------------------------------
 
-    def entry_add(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def entry_add(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         self._writable("entry.add")
         from grimoire.methods.entry import add_entry
 
         return add_entry(self._ctx, params)
 
-    def entry_get(self, id: str) -> dict[str, Any]:
+    @scoped
+    def entry_get(self, id: str, *, scope: str | None = None) -> dict[str, Any]:
         """One entry by its id or a unique prefix of it (PLAYBOOK.md's short ids)."""
         from curator.api import resolve_entry
         from grimoire.methods.entry import get_entry
 
         return get_entry(self._ctx, resolve_entry(self._ctx, id).id)
 
+    @scoped
     def entry_list(self, category: str | None = None, status: str | None = None,
                    strategy: str | None = None, limit: int = 100,
-                   kind: str = "knowledge") -> dict[str, Any]:
+                   kind: str = "knowledge", *, scope: str | None = None) -> dict[str, Any]:
         """Entries; the curator's L1/L2 summaries only when asked for (``kind``)."""
         from grimoire.methods.entry import list_entries
 
         return list_entries(self._ctx, category=category, status=status, strategy=strategy,
                             limit=limit, kind=kind)
 
-    def entry_explain(self, id: str) -> dict[str, Any]:
+    @scoped
+    def entry_explain(self, id: str, *, scope: str | None = None) -> dict[str, Any]:
         from curator.api import explain_entry
 
         return explain_entry(self._ctx, id)
 
     # -- retrieval and feedback -----------------------------------------------------------
 
-    def retrieve(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def retrieve(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         """``retrieve``; with ``situation`` (the fields of an action episode) the rules that
         apply to it come first (``rules_applicable``), and without ``query`` the situation
         in words is the query."""
@@ -429,8 +443,9 @@ class Grimoire:
         add_short_ids(self._ctx, result.get("items") or [])
         return result
 
+    @scoped
     def rules_applicable(self, situation: Any, categories: Any = None, limit: Any = 10,
-                         may_apply: Any = True) -> dict[str, Any]:
+                         may_apply: Any = True, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.advise import rules_applicable
         from grimoire.methods.entry import add_short_ids
 
@@ -439,7 +454,8 @@ class Grimoire:
         add_short_ids(self._ctx, result.get("rules") or [], kind=None)
         return result
 
-    def outcome_report(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def outcome_report(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         self._writable("outcome.report")
         from grimoire.methods.outcome import outcome_report
 
@@ -447,67 +463,78 @@ class Grimoire:
 
     # -- knowledge graph ------------------------------------------------------------------
 
-    def kg_assert(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def kg_assert(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         self._writable("kg.assert")
         from grimoire.methods.kg import kg_assert
 
         return kg_assert(self._ctx, params)
 
-    def kg_invalidate(self, id: str, at: int) -> dict[str, Any]:
+    @scoped
+    def kg_invalidate(self, id: str, at: int, *, scope: str | None = None) -> dict[str, Any]:
         self._writable("kg.invalidate")
         from grimoire.methods.kg import kg_invalidate
 
         return kg_invalidate(self._ctx, id, at)
 
-    def kg_at(self, subject: Any, block: int) -> dict[str, Any]:
+    @scoped
+    def kg_at(self, subject: Any, block: int, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.kg import kg_at
 
         return kg_at(self._ctx, subject, block)
 
-    def kg_known_at(self, subject: Any, time: int) -> dict[str, Any]:
+    @scoped
+    def kg_known_at(self, subject: Any, time: int, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.kg import kg_known_at
 
         return kg_known_at(self._ctx, subject, time)
 
+    @scoped
     def kg_neighbors(self, subject: Any, block: int, max_hops: int = 3,
-                     direction: str = "out") -> dict[str, Any]:
+                     direction: str = "out", *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.kg import kg_neighbors
 
         return kg_neighbors(self._ctx, subject, block, max_hops, direction)
 
     # -- causality ------------------------------------------------------------------------
 
-    def causal_link(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def causal_link(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         self._writable("causal.link")
         from grimoire.methods.causal import causal_link
 
         return causal_link(self._ctx, params)
 
-    def causal_chain(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def causal_chain(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         from grimoire.methods.causal import causal_chain
 
         return causal_chain(self._ctx, params)
 
-    def causal_consequences(self, **params: Any) -> dict[str, Any]:
+    @scoped
+    def causal_consequences(self, *, scope: str | None = None, **params: Any) -> dict[str, Any]:
         from grimoire.methods.causal import causal_consequences
 
         return causal_consequences(self._ctx, params)
 
     # -- curator, playbook, heartbeat -----------------------------------------------------
 
-    def playbook_get(self) -> dict[str, Any]:
+    @scoped
+    def playbook_get(self, *, scope: str | None = None) -> dict[str, Any]:
         from grimoire.methods.playbook import playbook_get
 
         return playbook_get(self._ctx)
 
-    def curator_run(self) -> dict[str, Any]:
+    @scoped
+    def curator_run(self, *, scope: str | None = None) -> dict[str, Any]:
         self._writable("curator.run")
         from curator.api import run_cycle
 
         return run_cycle(self._ctx)
 
-    def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = ()
-             ) -> dict[str, Any]:
+    @scoped
+    def tick(self, now: int | None = None, feed_episodes: Sequence[Mapping[str, Any]] = (),
+             *, scope: str | None = None) -> dict[str, Any]:
         """One heartbeat: write the feed's episodes, distil and curate when due."""
         self._writable("tick")
         from grimoire.service.heartbeat import run_tick
@@ -516,9 +543,11 @@ class Grimoire:
 
     # -- forgetting (grimoire/forget) ----------------------------------------------------
 
+    @scoped
     def forget(self, episode: str | None = None, actor: str | None = None,
                thread: str | None = None, entity: str | None = None,
-               matching: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+               matching: str | None = None, dry_run: bool = False, *,
+               scope: str | None = None) -> dict[str, Any]:
         """Erase one episode, an actor's, a thread's, an entity's or a phrase's every trace
         (``grimoire.forget``); ``dry_run`` lists what would go and changes nothing."""
         if dry_run is not True:
@@ -531,13 +560,16 @@ class Grimoire:
 
     # -- knowledge exchange (grimoire/portable) -------------------------------------------
 
-    def clade_publish(self, uri: str, agent: str | None = None) -> dict[str, Any]:
+    @scoped
+    def clade_publish(self, uri: str, agent: str | None = None, *,
+                      scope: str | None = None) -> dict[str, Any]:
         from grimoire.portable.clade import publish
 
         return publish(self._ctx, uri, agent)
 
+    @scoped
     def clade_pull(self, uri: str, agent: str | None = None,
-                   allow_mixed: bool = False) -> dict[str, Any]:
+                   allow_mixed: bool = False, *, scope: str | None = None) -> dict[str, Any]:
         self._writable("clade.pull")
         from grimoire.portable.clade import pull
 

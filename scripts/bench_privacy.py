@@ -22,6 +22,11 @@ Parts (``--part``; the code is in ``scripts/benches/``):
   recover.
 
     python scripts/bench_privacy.py --part faults
+
+- ``scopes``: what a scope costs: opening one, the routing's cost per call, ``retrieve`` in
+  a scope beside the default one, memory per open scope.
+
+    python scripts/bench_privacy.py --part scopes
 """
 
 from __future__ import annotations
@@ -38,4 +43,5 @@ from benches import dispatch
 if __name__ == "__main__":
     raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget",
                                                   "redact": "benches.redact",
-                                                  "faults": "benches.faults"}))
+                                                  "faults": "benches.faults",
+                                                  "scopes": "benches.scopes"}))

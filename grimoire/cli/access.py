@@ -26,8 +26,12 @@ def has_data(config: Config) -> bool:
     return (Path(config.data_dir) / "semantic.sqlite").exists()
 
 
-def call(config: Config, method: str, params: dict[str, Any]) -> Any:
-    """``method`` on the daemon if it listens, else on a read-only open of the directory."""
+def call(config: Config, method: str, params: dict[str, Any], scope: str | None = None
+         ) -> Any:
+    """``method`` on the daemon if it listens, else on a read-only open of the directory;
+    in ``scope`` when one is given (``--scope``)."""
+    if scope is not None:
+        params = {**params, "scope": scope}
     from grimoire.service.client import Client
 
     if daemon_listening(config.socket):

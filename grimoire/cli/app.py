@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from grimoire import __version__
 from grimoire.cli.commands import COMMANDS, methods_epilog
+from grimoire.cli.common import refuse_unscoped
 from grimoire.errors import ConfigError, GrimoireError, StoreError
 from playbook.glossary import GLOSSARY
 
@@ -49,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args = build_parser().parse_args(argv)
     try:
+        refuse_unscoped(args)  # --scope where a command acts on the whole directory
         code: int = args.handler(args)
         return code
     except ConfigError as exc:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grimoire.cli.common import common, emit, load
+from grimoire.cli.common import common, emit, load, scoped
 from grimoire.cli.forget import register_forget
 from grimoire.config import config_items
 from grimoire.errors import ValidationError
@@ -30,13 +30,14 @@ Request = Callable[[argparse.Namespace], tuple[str, dict[str, Any]]]
 def method_command(request: Request) -> Callable[[argparse.Namespace], int]:
     """A handler that calls one API method (daemon or read-only open) and prints its view."""
 
+    @scoped
     def handler(args: argparse.Namespace) -> int:
         from grimoire.cli.access import call
         from grimoire.cli.render import render
 
         config = load(args)
         method, params = request(args)
-        emit(render(method, call(config, method, params), args.json))
+        emit(render(method, call(config, method, params, args.scope), args.json))
         return 0
 
     return handler
@@ -235,13 +236,14 @@ def register_owner(sub: Sub) -> None:
     common(pb)
     pb.add_argument("--raw", action="store_true", help="the file as it is, front matter too")
 
+    @scoped
     def playbook(args: argparse.Namespace) -> int:
         from grimoire.cli.access import daemon_listening
         from grimoire.cli.probe import no_playbook
         from grimoire.cli.render import without_front_matter
 
         config = load(args)
-        if not args.json and not daemon_listening(config.socket):
+        if not args.json and args.scope is None and not daemon_listening(config.socket):
             path = config.playbook_path
             if not path.exists():
                 raise ValidationError(no_playbook(config))
@@ -251,7 +253,8 @@ def register_owner(sub: Sub) -> None:
         if args.raw and not args.json:
             from grimoire.cli.access import call
 
-            emit(str(call(config, "playbook.get", {}).get("markdown", "")).rstrip("\n"))
+            emit(str(call(config, "playbook.get", {}, args.scope).get("markdown", "")
+                     ).rstrip("\n"))
             return 0
         return method_command(lambda a: ("playbook.get", {}))(args)
 
@@ -379,6 +382,7 @@ def methods_epilog(with_params: bool = False) -> str:
         lines.append(f"  {spec.name:<20} {spec.summary}")
         if with_params:
             lines.append(f"  {'':<20}   params {spec.params}")
+    lines.append("every method also takes scope (default: the default scope; README: Scopes)")
     return "\n".join(lines)
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from grimoire.config import Config, load_config
+from grimoire.errors import ValidationError
 
-__all__ = ["common", "emit", "load"]
+__all__ = ["common", "emit", "load", "refuse_unscoped", "scoped"]
+
+H = TypeVar("H", bound=Callable[..., Any])
 
 
 def common(p: argparse.ArgumentParser, json_help: str = "print the machine form (JSON)"
@@ -18,6 +22,25 @@ def common(p: argparse.ArgumentParser, json_help: str = "print the machine form 
     p.add_argument("--data", metavar="DIR", help="data directory (overrides data_dir)")
     p.add_argument("--socket", metavar="PATH", help="daemon socket (overrides socket_path)")
     p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--scope", metavar="NAME",
+                   help="the scope (an agent's, a user's or a project's memory) a command that "
+                   "reads or writes memory uses; default: the default scope (README: Scopes)")
+
+
+def scoped(handler: H) -> H:
+    """Mark a command handler as one that passes ``--scope`` on to the method it calls."""
+    setattr(handler, "takes_scope", True)  # noqa: B010 - a function's attribute
+    return handler
+
+
+def refuse_unscoped(args: argparse.Namespace) -> None:
+    """``--scope`` on a command that acts on the whole data directory is an error, never
+    ignored (``cli.app.main`` asks before it runs the command)."""
+    takes_scope = getattr(args, "takes_scope", False) or getattr(
+        getattr(args, "handler", None), "takes_scope", False)
+    if getattr(args, "scope", None) is not None and not takes_scope:
+        raise ValidationError(f"--scope: `grimoire {args.command}` acts on the whole data "
+                              "directory (every scope), not on one scope", field="scope")
 
 
 def load(args: argparse.Namespace, **extra: Any) -> Config:

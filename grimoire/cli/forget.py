@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from grimoire.cli.common import common, emit, load
+from grimoire.cli.common import common, emit, load, scoped
 
 __all__ = ["register_forget"]
 
@@ -53,6 +53,7 @@ def register_forget(sub: Any) -> None:
                       "TEXT (case-insensitive), and everything else that quotes it")
     p.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
 
+    @scoped
     def handler(args: argparse.Namespace) -> int:
         from grimoire.cli.access import call, daemon_listening
         from grimoire.cli.render import dumps
@@ -62,6 +63,8 @@ def register_forget(sub: Any) -> None:
                                   ("episode", "actor", "thread", "entity", "matching")
                                   if getattr(args, k) is not None}
         params["dry_run"] = bool(args.dry_run)
+        if args.scope is not None:
+            params["scope"] = args.scope
         if args.dry_run or daemon_listening(config.socket):
             result = call(config, "forget", params)
         else:  # no daemon: this process is the one writer of the directory for a moment

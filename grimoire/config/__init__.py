@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from grimoire.config.sections import (
+    AccessConfig,
     AdmissionConfig,
     CladeConfig,
     CuratorConfig,
@@ -39,7 +40,8 @@ from grimoire.config.sections import (
 )
 from grimoire.errors import ConfigError
 
-__all__ = ["AdmissionConfig", "CladeConfig", "Config", "CuratorConfig", "DaemonConfig",
+__all__ = ["AccessConfig", "AdmissionConfig", "CladeConfig", "Config", "CuratorConfig",
+           "DaemonConfig",
            "DecayConfig", "DistillerConfig", "DreamConfig", "EmbeddingConfig",
            "EpisodesConfig", "LLMConfig", "PlaybookConfig", "PrivacyConfig", "QualityConfig",
            "RetrievalConfig", "SuccessionConfig", "config_items", "load_config", "opt"]
@@ -67,6 +69,7 @@ class Config:
     clade: CladeConfig = field(default_factory=CladeConfig)
     succession: SuccessionConfig = field(default_factory=SuccessionConfig)
     dreams: DreamConfig = field(default_factory=DreamConfig)
+    access: AccessConfig = field(default_factory=AccessConfig)
 
     @property
     def socket(self) -> Path:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AdmissionConfig", "CladeConfig", "CuratorConfig", "DaemonConfig", "DecayConfig",
+__all__ = ["AccessConfig", "AdmissionConfig", "CladeConfig", "CuratorConfig", "DaemonConfig",
+           "DecayConfig",
            "DistillerConfig", "DreamConfig", "EmbeddingConfig", "EpisodesConfig", "LLMConfig",
            "PlaybookConfig", "PrivacyConfig", "QualityConfig", "RetrievalConfig",
            "SuccessionConfig", "opt"]
@@ -510,6 +511,16 @@ class PrivacyConfig:
                             "iban, or all; empty = off")
     phone_region: str = opt("US", "region (ISO 3166 code) of phone numbers written without "
                             "a country code, for privacy.redact's phone kind")
+
+
+@dataclass(frozen=True)
+class AccessConfig:
+    scopes: dict[str, list[str]] = opt(
+        {}, "which scopes each socket peer's uid may use, e.g. {1001: [agent], 1002: "
+        "[user-42, project-x]} ('*' = every scope); empty: only the daemon's own uid "
+        "connects, to every scope. A uid not listed is refused; the daemon's own uid, when "
+        "not listed, keeps every scope. Granting another uid needs socket_path outside "
+        "the data directory (the socket is then 0666, the peer check is the gate)")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from grimoire.errors import GrimoireError
 from grimoire.mcp import tools
 from grimoire.records.enums import EpisodeType, Outcome, Regime
 from grimoire.records.graph import EntityKind, Predicate
+from grimoire.scopes.names import check_scope
 
 __all__ = ["DirectoryCaller", "build_server", "serve", "socket_caller"]
 
@@ -382,13 +383,27 @@ def build_server(call: tools.Call) -> Any:
     return server
 
 
-def serve(config: Config) -> int:
-    """Serve MCP over stdio until stdin closes; Grimoire's logs go to stderr."""
+def in_scope(call: tools.Call, scope: str | None) -> tools.Call:
+    """``call`` with every method's params in ``scope`` (checked now: a bad name fails at
+    start, not on the first tool call); ``call`` itself without one."""
+    if scope is None:
+        return call
+    name = check_scope(scope)
+
+    def scoped_call(method: str, params: dict[str, Any]) -> Any:
+        return call(method, {**params, "scope": name})
+
+    return scoped_call
+
+
+def serve(config: Config, scope: str | None = None) -> int:
+    """Serve MCP over stdio until stdin closes; Grimoire's logs go to stderr. With
+    ``scope`` (``grimoire mcp --scope NAME``) every tool reads and writes that scope."""
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
                         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     caller = DirectoryCaller(config)
     try:
-        build_server(caller).run("stdio")
+        build_server(in_scope(caller, scope)).run("stdio")
     finally:
         caller.close()
     return 0

@@ -47,6 +47,7 @@ from grimoire.portable.manifest import (
     verify,
     write_json_atomic,
 )
+from grimoire.scopes.backup import backup_scopes
 from grimoire.stores.marker import MARKER, read_marker
 
 __all__ = ["FORMAT_VERSION", "backup", "restore"]
@@ -199,6 +200,7 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
         marker = read_marker(root)
         if marker is not None:
             shutil.copy2(root / MARKER, partial / MARKER)
+        stores["scopes"] = backup_scopes(root, partial, backup)  # DATA/scopes/* too
         fsync_tree(partial)
         files = file_table(partial)
         manifest = {

@@ -28,6 +28,7 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
                        "running, the read tools read DIR read-only and the write tools say to "
                        "start one.")
     common(p)
+    p.set_defaults(takes_scope=True)
     p = sub.add_parser("backup", help="consistent snapshot of a data directory (live)",
                        description="Snapshot every store while the daemon runs; writes "
                        "DEST with a manifest of versions, row counts and sha256.")
@@ -187,7 +188,7 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "mcp":
         from grimoire.mcp.server import serve
 
-        return serve(config)
+        return serve(config, scope=args.scope)
     from grimoire.portable.session import run_on_store
 
     if c == "export":
@@ -222,14 +223,21 @@ def _apply_forgotten(args: Any, restored: dict[str, Any]) -> dict[str, Any] | No
     from grimoire.forget.tombstones import TOMBSTONES
 
     source = args.forgotten_in or restored.get("source")
-    if not source or not (Path(source) / TOMBSTONES).is_file():
+    scopes = restored.get("stores", {}).get("scopes") or {}  # DATA/scopes/* (grimoire.scopes)
+    if not source or not ((Path(source) / TOMBSTONES).is_file() or scopes):
         return None
     from grimoire.config import load_config
     from grimoire.forget import apply_tombstones
     from grimoire.grimoire import Grimoire
+    from grimoire.scopes.backup import apply_scope_tombstones
 
     config = load_config(args.config or restored.get("config"),
                          overrides={"data_dir": str(args.dir)})
     began = int(restored.get("stores", {}).get("began_at_ms", 0))
     with Grimoire.open(config=config) as g:
-        return apply_tombstones(g.context, Path(source), since_ms=began)
+        applied: dict[str, Any] = (
+            apply_tombstones(g.context, Path(source), since_ms=began)
+            if (Path(source) / TOMBSTONES).is_file() else {"applied": 0})
+        if scopes:
+            applied["scopes"] = apply_scope_tombstones(g, Path(source), scopes)
+        return applied

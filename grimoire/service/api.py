@@ -4,7 +4,8 @@ Each socket method name maps to a facade method (``episode.write`` →
 ``Grimoire.episode_write``). ``dispatch`` binds JSON params to that method's
 keyword arguments, so an unknown or missing parameter is an invalid-params
 error that names it, and the facade validates the values. Server and CLI
-stay thin: they parse, call ``dispatch``, render.
+stay thin: they parse, call ``dispatch``, render. Every method also takes ``scope``
+(the facade's ``@scoped`` parameter, ``grimoire.scopes``): which memory answers.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ from grimoire.runtime.memory import (
     release_free_memory,
     use_system_arrow_pool,
 )
+from grimoire.scopes.access import Access, check_access
+from grimoire.scopes.ticks import tick_scopes
 from grimoire.service.datadir import record_feed_kind, refuse_mixed
 from grimoire.service.heartbeat import BACKGROUND_KEY, run_tick
 from grimoire.service.server import Server
@@ -288,6 +290,9 @@ class Daemon:
                 self._feed_rejected_seen = 0
                 feed.close()
             raise
+        scopes = tick_scopes(self.g, now)  # each open scope's own tick (grimoire/scopes)
+        if scopes:
+            summary["scopes"] = scopes
         return summary
 
     async def _heartbeat(self) -> None:
@@ -349,7 +354,8 @@ class Daemon:
         d = self.config.daemon
         self.server = Server(self.g, self.config.socket, max_request_bytes=d.max_request_bytes,
                              max_connections=d.max_connections, idle_timeout_s=d.idle_timeout_s,
-                             data_dir=Path(self.config.data_dir))
+                             data_dir=Path(self.config.data_dir),
+                             access=Access(self.config.access.scopes))
         await self.server.start()
         self.schedule = TickSchedule(self.interval_s, self._monotonic())
         log.info("daemon.ready", socket=str(self.config.socket), tick_s=self.interval_s,
@@ -476,6 +482,7 @@ def run_daemon(config: Config, inherit: str | None = None) -> int:
     d, data_dir = config.daemon, Path(config.data_dir)
     make_feed(d.feed, scenario=d.scenario, seed=d.seed).close()
     refuse_mixed(data_dir, d.feed)
+    check_access(config.access.scopes, config.socket, data_dir)  # who may use which scope
     # The only place that reads the environment for the LLM (its API key); None = no LLM.
     llm = make_llm(config.llm, os.environ)
     embedder = embedder_for(config)

@@ -45,6 +45,7 @@ from typing import Any
 from grimoire.errors import GrimoireError, StoreError, ValidationError
 from grimoire.logs import get_logger
 from grimoire.runtime.afterwards import answering
+from grimoire.scopes.access import Access
 from grimoire.service.api import METHODS, dispatch, suggest
 
 __all__ = ["Server", "error_response", "prepare_socket_path"]
@@ -75,7 +76,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def prepare_socket_path(path: Path, *, data_dir: Path | None = None) -> None:
+def prepare_socket_path(path: Path, *, data_dir: Path | None = None,
+                        shared: bool = False) -> None:
     """Make sure the socket's directory is owner-only and clear a stale socket file.
 
     A directory Grimoire creates (or the data directory, which is Grimoire's
@@ -83,21 +85,29 @@ def prepare_socket_path(path: Path, *, data_dir: Path | None = None) -> None:
     owner-only: chmodding a shared directory such as /tmp or /run would break
     other programs, so that is refused with a message instead. A socket file
     that still answers belongs to a running daemon: refused too.
+
+    ``shared`` (``access.scopes`` grants other uids, ``grimoire.scopes.access``): other
+    users must reach the socket, so it may not sit in the data directory; the directory
+    Grimoire creates is 0711 (passable, not listable) and an existing one must be owned
+    by this user and writable by no one else.
     """
     parent = path.parent
     ours = data_dir is not None and parent.resolve() == Path(data_dir).resolve()
-    if not parent.exists():
-        parent.mkdir(parents=True, mode=0o700)
-        ours = True
-    if ours:
-        os.chmod(parent, 0o700)
+    if shared:
+        _prepare_shared_dir(parent, ours)
     else:
-        st = parent.stat()
-        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
-            raise StoreError(
-                f"socket directory {parent} is reachable by other users (mode "
-                f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}); put the socket in "
-                "an owner-only (0700) directory of yours, e.g. the data directory")
+        if not parent.exists():
+            parent.mkdir(parents=True, mode=0o700)
+            ours = True
+        if ours:
+            os.chmod(parent, 0o700)
+        else:
+            st = parent.stat()
+            if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+                raise StoreError(
+                    f"socket directory {parent} is reachable by other users (mode "
+                    f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}); put the socket "
+                    "in an owner-only (0700) directory of yours, e.g. the data directory")
     if path.exists() or path.is_symlink():
         if not stat.S_ISSOCK(path.lstat().st_mode):
             raise StoreError(f"{path} exists and is not a socket; refusing to replace it")
@@ -112,6 +122,22 @@ def prepare_socket_path(path: Path, *, data_dir: Path | None = None) -> None:
             probe.close()
 
 
+def _prepare_shared_dir(parent: Path, in_data_dir: bool) -> None:
+    if in_data_dir:
+        raise StoreError(
+            f"access.scopes grants other uids, so they must reach the socket, but it is in "
+            f"the data directory {parent}, which must stay owner-only: set socket_path to "
+            "a directory of its own (e.g. /run/grimoire/grimoire.sock)")
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=0o700)
+        os.chmod(parent, 0o711)
+    st = parent.stat()
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise StoreError(f"socket directory {parent} is writable by other users (mode "
+                         f"{stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): another "
+                         "user could replace the socket; use a directory only you can write")
+
+
 def _peer_uid(sock: socket.socket) -> int | None:
     try:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -124,6 +150,7 @@ def _peer_uid(sock: socket.socket) -> int | None:
 @dataclass(eq=False)
 class _Connection:
     sock: socket.socket
+    uid: int | None = None  # the peer's, from SO_PEERCRED (grimoire.scopes.access)
     thread: threading.Thread | None = None
     busy: bool = False  # a request is being handled (stop lets it finish)
     closed: bool = False  # shut down by stop(); the thread ends at its next read
@@ -152,6 +179,7 @@ class Server:
         allowed_uid: int | None = None,
         data_dir: Path | None = None,
         dispatcher: Callable[[Any, str, Any], Any] = dispatch,
+        access: Access | None = None,
     ) -> None:
         self.target = target
         self.path = Path(path)
@@ -160,6 +188,8 @@ class Server:
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
+        # Which uid may use which scope (None: the owner only, every scope).
+        self.access = access
         self._dispatch = dispatcher
         self._listener: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -179,7 +209,8 @@ class Server:
                     "refused": self.connections_refused}
 
     async def start(self) -> None:
-        prepare_socket_path(self.path, data_dir=self.data_dir)
+        shared = self.access is not None and self.access.shared
+        prepare_socket_path(self.path, data_dir=self.data_dir, shared=shared)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # the socket is born 0600
         try:
@@ -190,7 +221,7 @@ class Server:
             raise StoreError(f"cannot listen on {self.path}: {exc}") from exc
         finally:
             os.umask(old_umask)
-        os.chmod(self.path, 0o600)
+        os.chmod(self.path, 0o666 if shared else 0o600)  # shared: SO_PEERCRED is the gate
         listener.setblocking(False)
         self._loop = asyncio.get_running_loop()
         self._listener = listener
@@ -254,9 +285,11 @@ class Server:
                                       f"too many connections (max {self.max_connections})",
                                       {"type": "BusyError"}, locked=True)
                 log.warning("server.connections.full", max=self.max_connections)
+        uid = None
         if refusal is None:
             uid = _peer_uid(sock)
-            if uid != self.allowed_uid:
+            if not (self.access.admits(uid) if self.access is not None
+                    else uid == self.allowed_uid):
                 with self._lock:
                     self.connections_refused += 1
                 log.warning("server.peer.refused", uid=uid)
@@ -271,7 +304,7 @@ class Server:
                     sock.sendall(refusal)
             sock.close()
             return
-        conn = _Connection(sock)
+        conn = _Connection(sock, uid)
         with self._lock:
             self._connections.add(conn)
             self._serial += 1
@@ -341,7 +374,7 @@ class Server:
                 # Work a method leaves for after its answer (``runtime.afterwards``: retrieve's
                 # log hand-off) runs when this block ends: once the answer is sent, or failed to.
                 with answering():
-                    response = self._handle_line(line)
+                    response = self._handle_line(line, conn.uid)
                     if response is not None:
                         self._send(sock, response)
             finally:
@@ -373,7 +406,7 @@ class Server:
             f"request larger than max_request_bytes ({self.max_request_bytes}); "
             "connection closed"))
 
-    def _handle_line(self, line: bytes) -> bytes | None:
+    def _handle_line(self, line: bytes, uid: int | None = None) -> bytes | None:
         """The encoded answer to one request line (None for a notification)."""
         try:
             request = json.loads(line, parse_constant=_reject_constant)
@@ -398,7 +431,7 @@ class Server:
             return self._error(req_id, INVALID_PARAMS,
                                "params must be an object (by-name parameters)",
                                {"type": "ValidationError", "field": "params"})
-        response = self._call(req_id, method, params)
+        response = self._call(req_id, method, params, uid)
         with self._lock:
             self.requests_served += 1
             if "error" in response:
@@ -421,7 +454,8 @@ class Server:
                 self.errors_sent += 1
         return _encode(error_response(req_id, code, message, data))
 
-    def _call(self, req_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, req_id: Any, method: str, params: dict[str, Any], uid: int | None = None
+              ) -> dict[str, Any]:
         if method not in METHODS:
             close = suggest(method)
             hint = f"; did you mean {close}?" if close else " (grimoire --help lists them)"
@@ -432,6 +466,8 @@ class Server:
         if defaults:
             params = {**dict(defaults), **params}
         try:
+            if self.access is not None:  # the peer's scopes (ScopeDeniedError, logged)
+                self.access.check(uid, method, params)
             result = self._dispatch(self.target, method, params)
         except ValidationError as exc:
             return error_response(req_id, INVALID_PARAMS, str(exc),

@@ -110,7 +110,7 @@ def test_chain_by_query_starts_from_the_most_relevant_event(
 
 def test_chain_errors_and_empty_memory(g: Grimoire) -> None:
     assert g.causal_chain(query="anything") == {"chain": [], "narrative": NO_CONTEXT,
-                                                "start_id": None}
+                                                "start_id": None, "scope": "default"}
     with pytest.raises(ValidationError):
         g.causal_chain(query="a", id="b")
     with pytest.raises(ValidationError):
