@@ -14,9 +14,10 @@ A bundle is a directory (format version 1)::
                      weight, lag_ms, evidence_count, relationship, hash
     triples.jsonl    one active (open, current) knowledge-graph triple per line:
                      subject, predicate, object, valid_from, confidence, evidence_count, hash
-    vectors.jsonl    the vectors of the causal links' episodes (``portable.vectors``), so
-                     that an importer with the same embedding model does not embed them
-                     again; the manifest's ``vectors`` names its model, dimension and count
+    vectors.jsonl    the vectors of the entries' sentences and of the causal links' episodes
+                     (``portable.vectors``), so that an importer with the same embedding
+                     model does not embed them again; the manifest's ``vectors`` names
+                     its model, dimension and count
                      (optional: a bundle without it is imported by embedding them)
     PLAYBOOK.md      the exporter's playbook, for the owner to read (never imported)
 
@@ -170,14 +171,21 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
     partial.mkdir(parents=True, mode=0o700)
     try:
         embedded: dict[str, str] = {}
+        sentences: dict[str, str] = {}
+
+        def noted(items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            for item in items:  # an entry's stored vector is its sentence's
+                sentences.setdefault(carried.text_key(item["content"]), item["source_id"])
+                yield item
+
         counts = {
             "entries": write_jsonl(partial / "entries.jsonl",
-                                    entry_items(ctx, min_confidence, origin)),
+                                    noted(entry_items(ctx, min_confidence, origin))),
             "causal": write_jsonl(partial / "causal.jsonl", causal_items(ctx, embedded)),
             "triples": write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
         }
         vectors = write_jsonl(partial / carried.FILE, map(_hashed, carried.vector_items(
-            ctx, embedded)))
+            ctx, embedded, sentences)))
         book = ctx.config.playbook_path
         if book.exists():
             shutil.copy2(book, partial / "PLAYBOOK.md")

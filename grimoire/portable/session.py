@@ -53,7 +53,8 @@ def import_bundle(ctx: Any, bundle: str | Bundle, provenance: str,
     b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
     source = b.root if isinstance(bundle, Bundle) else bundle
     if vectors is None:
-        vectors = episode_vectors(b.manifest, b.vectors, b.causal, ctx.embedder)
+        vectors = episode_vectors(b.manifest, b.vectors, b.causal, ctx.embedder,
+                                  entries=b.entries)
     summary = import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
                            provenance=provenance, origin=b.origin, source=str(source),
                            episode_vectors=vectors)
@@ -86,7 +87,8 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
         embedder = embedder_for(config)
         from grimoire.portable.vectors import episode_vectors
 
-        vectors = episode_vectors(bundle.manifest, bundle.vectors, bundle.causal, embedder)
+        vectors = episode_vectors(bundle.manifest, bundle.vectors, bundle.causal, embedder,
+                                  entries=bundle.entries)
         if marker is not None:
             make_data_dir(root)
             write_marker(root, marker)

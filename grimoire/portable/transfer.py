@@ -15,7 +15,8 @@ Inherited causal edges start at weight
 endpoint that was an episode in the source store becomes an ``observation``
 episode here with ``ref`` ``inherited:<hash>``. Active triples are asserted at
 their confidence times the provenance weight. An endpoint episode whose vector the bundle
-carries (``portable.vectors``, checked by the caller) is written with it, not embedded again.
+carries (``portable.vectors``, checked by the caller) is written with it, not embedded again,
+and so is an entry's sentence given to the gate.
 
 Idempotent: each item's content hash is recorded in the semantic store's meta
 table with the local id it became; an item already recorded is skipped. Each
@@ -107,8 +108,8 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
                  generation: int | None = None,
                  episode_vectors: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Import already verified items; returns counts per outcome. See the module doc.
-    ``episode_vectors``: ``{text_sha256: vector}`` of endpoint episodes, checked against
-    this model (``portable.vectors.episode_vectors``)."""
+    ``episode_vectors``: ``{text_sha256: vector}`` of entries' sentences and endpoint
+    episodes, checked against this model (``portable.vectors.episode_vectors``)."""
     weight = _weight(ctx, provenance)
     # Validate everything before the first write: bad input leaves the store untouched.
     proposals = []
@@ -136,7 +137,8 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
     counts["entries"]["already_imported"] = len(proposals) - len(fresh)
     # One batched embedding for the entries, then every admission (the whole gate, one
     # entry at a time) in one transaction on the writer: one durable commit, not one each.
-    vectors = ctx.embedder.embed([p.content for _, p in fresh]) if fresh else None
+    vectors = _entry_vectors(ctx, [p.content for _, p in fresh], episode_vectors or {}) \
+        if fresh else None
     local_ids: dict[str, str] = {}
     hash_of = {str(item.get("source_id")): str(item["hash"]) for item, _ in proposals}
 
@@ -228,6 +230,24 @@ def _record_ledger(ctx: Context, rows: Sequence[tuple[str, str]]) -> None:
     with ctx.semantic.transaction():
         for item_hash, local in rows:
             ctx.semantic.set_meta(_LEDGER + item_hash, local)
+
+
+def _entry_vectors(ctx: Context, sentences: Sequence[str], carried: Mapping[str, Any]
+                   ) -> Any:
+    """One row per sentence: the bundle's vector for it when it carries one (checked against
+    this model), else embedded here, in one call for those."""
+    import numpy as np
+
+    rows = np.empty((len(sentences), ctx.embedder.dim), dtype=np.float32)
+    todo = []
+    for i, text in enumerate(sentences):
+        if text_key(text) in carried:
+            rows[i] = carried[text_key(text)]
+        else:
+            todo.append(i)
+    if todo:
+        rows[todo] = ctx.embedder.embed([sentences[i] for i in todo])
+    return rows
 
 
 def _ref(node: dict[str, Any]) -> str:

@@ -1,16 +1,18 @@
-"""Episode vectors carried in a bundle, so that an import does not embed its episodes again.
+"""Vectors carried in a bundle, so that an import does not embed its texts again.
 
 A bundle's causal links name episodes by their words; the importer writes each as a new
-``observation`` episode, whose vector is the embedding of those words. Embedding them again
-was most of an import's time (the demo's 1.4k endpoint episodes: 34 items/s). The exporter
-already holds those vectors, so ``vectors.jsonl`` carries them, one line per distinct episode
-text::
+``observation`` episode, whose vector is the embedding of those words, and the admission
+gate embeds each entry's sentence. Embedding them again was most of an import's time (the
+demo's 1.4k endpoint episodes: 34 items/s). The exporter already holds those vectors, so
+``vectors.jsonl`` carries them, one line per distinct text::
 
     {"text_sha256": sha256 of the words, "codes": base64 of the int8 codes,
      "scale": float, "hash": the item hash}
 
-the int8 codes and scale of the exporter's in-memory index (``episodes_quantized``: within
-~0.001 a component of the stored vector), 0.5 KB a line at 384 dimensions. Only an episode
+the int8 codes and scale of the exporter's vector (an episode's as its in-memory index
+holds it, ``episodes_quantized``: within ~0.001 a component of the stored vector; an entry's
+quantised the same way), 0.5 KB a line at 384 dimensions. An entry's stored vector is its
+sentence's (the curator embeds a changed sentence again). Only an episode
 whose vector is the embedding of its words alone is carried: a threaded episode's vector
 also embeds its thread's previous words (``thread_context``), so it is left out and the
 importer embeds it. The manifest's ``vectors`` names the file, the model, the dimension and
@@ -20,7 +22,8 @@ On import (``episode_vectors``) they are used only when the importer's model and
 are the bundle's (else every episode is embedded, as before). Nothing here is trusted more
 than the rest of the bundle: the file is in the manifest (sha256 and size, so a changed
 vector is refused with the whole bundle, as a changed word is), every line carries its item
-hash, a line must match an episode text of ``causal.jsonl`` and hold a vector of the
+hash, a line must match an entry's sentence or an episode text of the bundle and hold a
+vector of the
 manifest's dimension with a finite, non-negative scale. A bundle is checksummed, not signed:
 whoever rewrites the manifest can change any of it. Against vectors that are not what the
 named model makes of their words (another model under the same name, vectors shifted to
@@ -56,11 +59,22 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def vector_items(ctx: Any, episodes: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+def vector_items(ctx: Any, episodes: Mapping[str, str],
+                 entries: Mapping[str, str] | None = None) -> Iterator[dict[str, Any]]:
     """The lines of ``vectors.jsonl`` for ``{text_sha256: episode id}`` (each an episode
-    without a thread, whose vector embeds its words alone), unhashed."""
+    without a thread, whose vector embeds its words alone) and ``{text_sha256: entry id}``,
+    unhashed."""
     from grimoire.stores.episodes.quantized import quantize
 
+    entries = entries or {}
+    stored = ctx.semantic.entry_vectors(list(entries.values())) if entries else {}
+    keys = [k for k, id_ in entries.items() if id_ in stored and k not in episodes]
+    for start in range(0, len(keys), 1024):
+        part = keys[start:start + 1024]
+        codes, scales = quantize(np.stack([stored[entries[k]] for k in part]))
+        for key, code, scale in zip(part, codes, scales, strict=True):
+            yield {"text_sha256": key, "codes": base64.b64encode(code.tobytes()).decode(),
+                   "scale": float(scale)}
     keys = list(episodes)
     for start in range(0, len(keys), 1024):
         part = keys[start:start + 1024]
@@ -94,7 +108,8 @@ def _decode(item: Mapping[str, Any], dim: int, n: int) -> F32:
 
 def episode_vectors(manifest: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
                     causal: Iterable[Mapping[str, Any]], embedder: Embedder,
-                    rng: random.Random | None = None) -> dict[str, F32]:
+                    rng: random.Random | None = None,
+                    entries: Iterable[Mapping[str, Any]] = ()) -> dict[str, F32]:
     """``{text_sha256: vector}`` of a verified bundle's carried vectors, checked (module
     doc); empty when the bundle carries none or was embedded by another model or dimension.
     Raises ValidationError when a line is malformed, names no episode of the bundle, or a
@@ -112,6 +127,9 @@ def episode_vectors(manifest: Mapping[str, Any], items: Sequence[Mapping[str, An
         raise ValidationError(f"the manifest counts {spec.get('count')} vectors but {FILE} "
                               f"holds {len(items)}", field="bundle")
     texts: dict[str, str] = {}
+    for entry in entries:
+        if isinstance(entry.get("content"), str):
+            texts[text_key(entry["content"])] = entry["content"]
     for link in causal:
         for end in ("cause", "effect"):
             node = link.get(end)
@@ -122,10 +140,10 @@ def episode_vectors(manifest: Mapping[str, Any], items: Sequence[Mapping[str, An
     for n, item in enumerate(items, 1):
         key = item.get("text_sha256")
         if not isinstance(key, str) or key not in texts:
-            raise ValidationError(f"{FILE} line {n}: names no episode of causal.jsonl",
+            raise ValidationError(f"{FILE} line {n}: names no text of the bundle",
                                   field="bundle")
         if key in out:
-            raise ValidationError(f"{FILE} line {n}: a second vector for one episode text",
+            raise ValidationError(f"{FILE} line {n}: a second vector for one text",
                                   field="bundle")
         out[key] = _decode(item, embedder.dim, n)
     keys = sorted(out)

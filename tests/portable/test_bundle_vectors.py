@@ -30,6 +30,7 @@ EVENTS = ["gas jumped to {} gwei during the NFT mint", "the ETH/USDC swap lost {
 PLAIN = [event.format(n) for n in (3, 7, 11) for event in EVENTS]  # more than SAMPLE
 FIRST = "the bot's first try reverted"
 THREADED = "the bot's second retry also reverted"
+WARNING = "Avoid swaps when gas is above 80 gwei because fees eat the whole gain"
 
 
 class Counting(HashEmbedder):
@@ -49,6 +50,7 @@ def _bundle(tmp_path: Path) -> Path:
         ids = [g.episode_write(text=t)["id"] for t in PLAIN]
         first = g.episode_write(text=FIRST, thread="bot-1")["id"]
         threaded = g.episode_write(text=THREADED, thread="bot-1")["id"]
+        assert g.entry_add(category="warning", content=WARNING)["decision"] == "admitted"
         for cause, effect in zip(ids[::2], ids[1::2], strict=True):
             g.causal_link(cause_id=cause, effect_id=effect, weight=0.9)
         g.causal_link(cause_id=first, effect_id=threaded, weight=0.7)
@@ -74,12 +76,12 @@ def test_export_carries_the_vectors_of_unthreaded_episodes(tmp_path: Path) -> No
     bundle = _bundle(tmp_path)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["vectors"] == {"file": FILE, "embedding_model": "hash-384",
-                                   "embedding_dim": 384, "count": len(PLAIN)}
+                                   "embedding_dim": 384, "count": len(PLAIN) + 1}
     lines = _lines(bundle)
     keys = {line["text_sha256"] for line in lines}
-    # the four plain texts; not a thread's episodes (a vector there may also embed the
-    # thread's previous words)
-    assert keys == {text_key(t) for t in PLAIN}
+    # the plain texts and the entry's sentence; not a thread's episodes (a vector there may
+    # also embed the thread's previous words)
+    assert keys == {text_key(t) for t in [*PLAIN, WARNING]}
     one = next(x for x in lines if x["text_sha256"] == text_key(PLAIN[0]))
     codes = np.frombuffer(base64.b64decode(str(one["codes"])), np.int8)
     vector = codes.astype(np.float32) * float(str(one["scale"]))
@@ -96,9 +98,12 @@ def test_import_writes_carried_vectors_without_embedding_them(tmp_path: Path) ->
         ctx = g.context
         # the sample check embeds a few carried texts; the episodes themselves are not
         # embedded, except the threaded ones the bundle could not carry
-        sampled = [t for t in embedder.texts if t in PLAIN]
+        sampled = [t for t in embedder.texts if t in [*PLAIN, WARNING]]
         assert len(sampled) == len(set(sampled)) == SAMPLE < len(PLAIN)
         assert embedder.texts.count(THREADED) == embedder.texts.count(FIRST) == 1
+        # nothing else: neither the carried episodes nor the entry given to the gate
+        assert len(embedder.texts) == SAMPLE + 2
+        assert got["entries"]["admitted"] == 1
         ids = {e.text: e.id for e in ctx.episodes.recent(100)}
         assert set(PLAIN) | {THREADED} <= set(ids)
         here = ctx.episodes.vectors_for([ids[t] for t in PLAIN])
@@ -121,7 +126,7 @@ def test_a_changed_vector_is_refused_before_anything_is_written(tmp_path: Path) 
     lines = _lines(bundle)
     # changed without its checksums: the manifest refuses the whole bundle
     raw = (bundle / FILE).read_text()
-    (bundle / FILE).write_text(raw.replace(str(lines[0]["codes"])[:8], "AAAAAAAA", 1))
+    (bundle / FILE).write_text(raw.replace(str(lines[0]["codes"])[:8], "////////", 1))
     with Grimoire.open(tmp_path / "b", embedder=HashEmbedder()) as g:
         with pytest.raises(ValidationError, match=r"sha256 differs|bytes"):
             import_bundle(g.context, str(bundle), "predecessor")
@@ -146,11 +151,11 @@ def test_a_changed_vector_is_refused_before_anything_is_written(tmp_path: Path) 
     assert "Traceback" not in proc.stderr and not fresh.exists()
 
 
-def test_a_vector_for_no_episode_of_the_bundle_is_refused(tmp_path: Path) -> None:
+def test_a_vector_for_no_text_of_the_bundle_is_refused(tmp_path: Path) -> None:
     bundle = _bundle(tmp_path)
     lines = _lines(bundle)
     lines[0]["text_sha256"] = hashlib.sha256(os.urandom(8)).hexdigest()
     _rewrite(bundle, lines)
     with Grimoire.open(tmp_path / "b", embedder=HashEmbedder()) as g, \
-            pytest.raises(ValidationError, match="names no episode"):
+            pytest.raises(ValidationError, match="names no text of the bundle"):
         import_bundle(g.context, str(bundle), "predecessor")
