@@ -16,10 +16,11 @@ restored or repaired copy) it opens the episodes as before. Bytes on disk are co
 the files at read time; the in-memory figures of a process that never loaded the episodes
 (``index_bytes``, the ANN index, compaction counters) are left out.
 
-The action rows are those of the last 30 days before the save's data time, as many as
-the metrics read (``SCAN_LIMIT``); a status at a later time filters them to its own
-window, which they cover. A save that hit the limit, or a status at an earlier time than
-the save's, reads the episodes instead.
+The action rows are those of the 30 days before the earlier of the save's time and the
+wall clock at the save (an offline status reads the metrics at the wall clock's time, and
+a simulated store's time runs ahead of it), as many as the metrics read (``SCAN_LIMIT``);
+a status at a later time filters them to its own window, which they cover. A save that hit
+the limit, or a status whose window starts before the rows do, reads the episodes instead.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grimoire.clock import MS_PER_DAY
+from grimoire.clock import MS_PER_DAY, SystemClock
 from grimoire.context import Context
 from grimoire.logs import get_logger
 
@@ -40,7 +41,7 @@ __all__ = ["KEY", "WINDOW_MS", "ActionRow", "action_rows", "collect", "episode_s
 log = get_logger(__name__)
 
 KEY = "status.episodes"
-_FORMAT = 1
+_FORMAT = 2
 WINDOW_MS = 30 * MS_PER_DAY  # the longest window a health metric reads actions in
 _EXTRA = "status.saved"  # ctx.extras: the saved figures a status call is using
 # (timestamp, gain or None, realised - predicted return in bps or None)
@@ -121,10 +122,10 @@ def _actions(ctx: Context, since: int, limit: int) -> list[ActionRow]:
 
 def collect(ctx: Context, limit: int) -> dict[str, Any]:
     """The writer's figures, taken before its episode store closes (``save`` after)."""
-    now = ctx.now()
-    actions = _actions(ctx, now - WINDOW_MS, limit)
+    start = min(ctx.now(), SystemClock()()) - WINDOW_MS
+    actions = _actions(ctx, start, limit)
     stats = {k: v for k, v in ctx.episodes.stats().items() if k not in _IN_MEMORY}
-    return {"format": _FORMAT, "now": now, "stats": stats, "actions": actions,
+    return {"format": _FORMAT, "from": start, "stats": stats, "actions": actions,
             "complete": len(actions) < limit}
 
 
@@ -169,7 +170,6 @@ def action_rows(ctx: Context, since: int, limit: int) -> list[ActionRow]:
     """The action episodes at or after ``since`` (most recent ``limit``) as rows: from the
     saved figures when a status call is using them and they cover the window, else read."""
     saved = ctx.extras.get(_EXTRA)
-    if isinstance(saved, Mapping) and saved.get("complete") and since >= int(
-            saved["now"]) - WINDOW_MS:
+    if isinstance(saved, Mapping) and saved.get("complete") and since >= int(saved["from"]):
         return [(int(t), g, d) for t, g, d in saved["actions"] if t >= since]
     return _actions(ctx, since, limit)

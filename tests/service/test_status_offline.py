@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -27,13 +29,14 @@ from tests.service.test_cli_errors import GRIMOIRE
 DAY = 86_400_000
 
 
-def _clock() -> FrozenClock:
-    """An hour before the wall clock the CLI's status reads the metrics' windows at."""
-    return FrozenClock(time.time_ns() // 1_000_000 - 3_600_000)
+def _clock(offset_ms: int = -3_600_000) -> FrozenClock:
+    """The writer's time: by default an hour before the wall clock the CLI's status reads
+    the metrics' windows at (a simulated store runs ahead of it instead)."""
+    return FrozenClock(time.time_ns() // 1_000_000 + offset_ms)
 
 
-def _fill(data: Path) -> None:
-    clock = _clock()
+def _fill(data: Path, offset_ms: int = -3_600_000) -> None:
+    clock = _clock(offset_ms)
     with Grimoire.open(data, clock=clock, embedder=HashEmbedder()) as g:
         for day in range(20):
             g.episode_write(text=f"swapped WETH for USDC on day {day}", type="action",
@@ -59,9 +62,11 @@ def _read(data: Path) -> dict[str, Any]:
         return g.status()
 
 
-def test_offline_status_uses_the_saved_figures_without_lancedb(tmp_path: Path) -> None:
+@pytest.mark.parametrize("offset_ms", [-3_600_000, 2 * DAY], ids=["behind", "ahead"])
+def test_offline_status_uses_the_saved_figures_without_lancedb(tmp_path: Path,
+                                                              offset_ms: int) -> None:
     data = tmp_path / "data"
-    _fill(data)
+    _fill(data, offset_ms)
     offline, imported = _status(data)
     assert "lancedb" not in imported  # the episodes were not opened
     assert "saved by the writer" in offline["episodes"]["figures"]
