@@ -11,6 +11,11 @@ model. The machine is 2 shared cores: compare ratios within one run.
     python scripts/bench_portable.py                       # 10k episodes / 2k entries / 10k triples
     python scripts/bench_portable.py --episodes 100000 --entries 20000 --triples 100000
     python scripts/bench_portable.py --quick               # 2k episodes / 500 / 2k
+    python scripts/bench_portable.py --demo-ticks 600      # the demo's export, imported
+
+``--demo-ticks`` builds the README's demo with the real model, exports it and imports it
+into a fresh directory twice: as exported (its episode vectors carried) and without them
+(every endpoint episode embedded, as bundles were before they carried vectors).
 """
 
 from __future__ import annotations
@@ -188,6 +193,43 @@ def bundle_row(bundle: Path, base: Path) -> tuple[str, str, str]:
             f"{items / took:.0f} items/s ({took:.2f} s)")
 
 
+def without_vectors(bundle: Path, out: Path) -> Path:
+    """A copy of ``bundle`` as bundles were before they carried episode vectors: the
+    importer embeds every endpoint episode (the before of issue 27 item 6)."""
+    import json
+
+    from grimoire.portable.vectors import FILE
+
+    shutil.copytree(bundle, out)
+    (out / FILE).unlink(missing_ok=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"].pop(FILE, None)
+    manifest.pop("vectors", None)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def demo_rows(ticks: int, base: Path) -> list[tuple[str, str, str]]:
+    """The README's demo (``grimoire run --feed sim``) for ``ticks`` ticks with the real
+    model, exported with ``grimoire export``, imported into a fresh directory: as exported
+    (its episode vectors carried) and without them (every endpoint episode embedded)."""
+    grim = [sys.executable, "-m", "grimoire"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIMOIRE_")}
+    t0 = time.perf_counter()
+    subprocess.run([*grim, "run", "--feed", "sim", "--speed", "600", "--max-ticks", str(ticks),
+                    "--data", str(base / "demo")], env=env, check=True, cwd=str(REPO),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"built the demo ({ticks} ticks) in {time.perf_counter() - t0:.0f} s",
+          file=sys.stderr)
+    subprocess.run([*grim, "export", "--data", str(base / "demo"), str(base / "demo-bundle")],
+                   env=env, check=True, cwd=str(REPO), stdout=subprocess.DEVNULL)
+    after = bundle_row(base / "demo-bundle", base / "after")
+    before = bundle_row(without_vectors(base / "demo-bundle", base / "demo-bundle-bare"),
+                        base / "before")
+    return [(f"{after[0]}, episode vectors carried; goal >= 1,000 items/s", *after[1:]),
+            (f"{before[0]}, without them (every episode embedded, as before)", *before[1:])]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=10_000)
@@ -203,7 +245,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="also import this bundle (grimoire export of a demo directory) "
                          "with the real model; --bundle-only for just that row")
     ap.add_argument("--bundle-only", action="store_true")
+    ap.add_argument("--demo-ticks", type=int, metavar="N",
+                    help="only the demo rows: build the README's demo for N ticks (e.g. "
+                    "600), export it and import it into a fresh directory, with and without "
+                    "its episode vectors (real model)")
     args = ap.parse_args(argv)
+    if args.demo_ticks:
+        base = Path(tempfile.mkdtemp(prefix="gbp", dir="/tmp"))
+        try:
+            rows = demo_rows(args.demo_ticks, base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        print("| measurement | size | value |\n|---|---|---|")
+        for what, sz, value in rows:
+            print(f"| {what} | {sz} | {value} |")
+        return
     if args.bundle_only:
         if args.bundle is None:
             ap.error("--bundle-only needs --bundle DIR")

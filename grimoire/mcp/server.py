@@ -131,6 +131,14 @@ class DirectoryCaller:
             self._seen = seen
         return self._reader
 
+    def simulated(self) -> bool:
+        """The directory holds simulated memory (its FEED.json, read on each ask: cheap, and
+        a directory's kind is recorded once), whose times are simulated time."""
+        from grimoire.stores.marker import read_marker
+
+        marker = read_marker(Path(self._config.data_dir))
+        return marker is not None and marker.get("kind") == "simulated"
+
     def close(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None:
@@ -173,7 +181,9 @@ ENTITY_KINDS = tuple(k.value for k in EntityKind)
 _EVENT = ("an episode or entry id (from add_event, retrieve or query)")
 
 
-def build_server(call: tools.Call) -> Any:
+def build_server(call: tools.Call, simulated: Callable[[], bool] = lambda: False) -> Any:
+    """The tools over ``call``; ``simulated`` says whether the memory served is the market
+    simulator's (retrieve then labels it and gives its times as simulated time)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -239,7 +249,9 @@ def build_server(call: tools.Call) -> Any:
         out: dict[str, Any] = call("retrieve", _given(
             {"k": k, "mode": mode, "explain": detail, "summaries": summaries}, query=query,
             max_tokens=max_tokens, situation=situation))
-        return out if detail else tools.compact_retrieval(out)
+        if detail:
+            return {**out, "memory": tools.SIMULATED} if simulated() else out
+        return tools.compact_retrieval(out, simulated())
 
     @server.tool(description="Before acting: the learned rules whose conditions hold for "
                  "the situation you are in, warnings first (by confidence x effect size). "
@@ -403,7 +415,7 @@ def serve(config: Config, scope: str | None = None) -> int:
                         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     caller = DirectoryCaller(config)
     try:
-        build_server(in_scope(caller, scope)).run("stdio")
+        build_server(in_scope(caller, scope), caller.simulated).run("stdio")
     finally:
         caller.close()
     return 0

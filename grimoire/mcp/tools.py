@@ -19,14 +19,17 @@ from typing import Any
 
 from grimoire.errors import ValidationError
 
-__all__ = ["CLIP", "Call", "add_event", "compact_items", "compact_retrieval", "consequences",
-           "explain_summary", "kg_query", "query_narrative"]
+__all__ = ["CLIP", "SIMULATED", "Call", "add_event", "compact_items", "compact_retrieval",
+           "consequences", "explain_summary", "kg_query", "query_narrative", "readable_time"]
 
 Call = Callable[[str, dict[str, Any]], Any]
 CLIP = 280  # characters of an item's words in a compact answer
 _HISTORY = 3  # last changes an explain summary lists
 _EVIDENCE = 3  # episode ids per side an explain summary lists
 _CHAIN_SHOWN = 4  # causal steps a query's narrative tells: the root and the last three
+# How an answer from simulated memory (FEED.json kind simulated) says so.
+SIMULATED = ("simulated memory: learned from the built-in market simulator; its times are "
+             "simulated time, not real UTC")
 
 
 def _clip(text: Any, limit: int = CLIP) -> str:
@@ -73,8 +76,19 @@ def add_event(call: Call, effect: str, cause: str | None = None, cause_id: str |
     return out
 
 
-def compact_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Retrieved items as a model needs them: what, how much, how sure, when."""
+def readable_time(ms: int, simulated: bool = False) -> str:
+    """A time of the memory in words: UTC, or simulated time when the memory is simulated
+    (the simulator's clock runs ahead of the wall clock: never given as real UTC)."""
+    from playbook import iso_utc
+
+    text = iso_utc(ms).replace("T", " ").removesuffix("Z")
+    return f"{text} {'simulated time' if simulated else 'UTC'}"
+
+
+def compact_items(items: Sequence[Mapping[str, Any]], simulated: bool = False
+                  ) -> list[dict[str, Any]]:
+    """Retrieved items as a model needs them: what, how much, how sure, when (in words,
+    simulated time for simulated memory, beside the unix ms ``timestamp``)."""
     out = []
     for item in items:
         row: dict[str, Any] = {"id": item.get("id"), "kind": item.get("category")
@@ -82,7 +96,8 @@ def compact_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                                "score": _round(item.get("score"), 3)}
         if item.get("kind") != "episode" and item.get("confidence") is not None:
             row["confidence"] = _round(item.get("confidence"), 2)
-        if item.get("timestamp") is not None:
+        if isinstance(item.get("timestamp"), int):
+            row["time"] = readable_time(item["timestamp"], simulated)
             row["timestamp"] = item["timestamp"]
         if item.get("regime"):
             row["regime"] = item["regime"]
@@ -93,10 +108,12 @@ def compact_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def compact_retrieval(found: Mapping[str, Any]) -> dict[str, Any]:
-    """``retrieve``'s answer without the breakdown: the id to report on, items, region."""
+def compact_retrieval(found: Mapping[str, Any], simulated: bool = False) -> dict[str, Any]:
+    """``retrieve``'s answer without the breakdown: the id to report on, items, region;
+    from simulated memory it says so once (``memory``) and gives times as simulated time."""
     out: dict[str, Any] = {"retrieval_id": found.get("retrieval_id"),
-                           "items": compact_items(found.get("items") or [])}
+                           **({"memory": SIMULATED} if simulated else {}),
+                           "items": compact_items(found.get("items") or [], simulated)}
     region = found.get("region")
     if isinstance(region, Mapping) and region.get("best_actions"):
         out["region"] = {"id": region.get("id"),
@@ -146,11 +163,6 @@ def consequences(call: Call, start: Mapping[str, Any], depth: int, limit: int
     origin = out.get("start") or {}
     return {"start": {"id": origin.get("id"), "text": _clip(origin.get("text"), 200)}
             if origin else None, "consequences": items, "narrative": out.get("narrative")}
-
-
-# How an answer from simulated memory (FEED.json kind simulated) says so.
-SIMULATED = ("simulated memory: learned from the built-in market simulator; its times are "
-             "simulated time, not real UTC")
 
 
 def explain_summary(full: Mapping[str, Any]) -> dict[str, Any]:

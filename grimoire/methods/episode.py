@@ -42,7 +42,8 @@ from grimoire.models.embedders import Vectors
 from grimoire.records import Episode, episode_from_params
 
 __all__ = ["MAX_BATCH", "FeedIngest", "count_for_distillation", "get_episode",
-           "validate_episodes", "write_episodes", "write_feed_episodes"]
+           "validate_episodes", "write_embedded_episodes", "write_episodes",
+           "write_feed_episodes"]
 
 log = get_logger(__name__)
 
@@ -236,6 +237,37 @@ def write_episodes(
     # caller's batch, whose errors name the item (episodes[i].field).
     episodes = validate_episodes(ctx, params_list, batch=atomic)
     return _store(ctx, episodes)
+
+
+def write_embedded_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],
+                            vectors: Sequence[Any]) -> list[str]:
+    """``write_episodes`` for episodes whose vectors the caller has (an imported bundle's,
+    made by this model of these words), or None for one it has not: those are embedded
+    here. An episode whose words the write changes (redaction) or that has a thread (its
+    vector embeds the thread's previous words too) is embedded here as well. Validated
+    whole, then one durable append on the writer; the ids once durable."""
+    if len(vectors) != len(params_list):
+        raise ValueError("one vector (or None) per episode")
+    episodes = validate_episodes(ctx, params_list, batch=True)
+    given = [vector if vector is not None and episode.thread is None
+             and episode.text == params.get("text") else None
+             for episode, params, vector in zip(episodes, params_list, vectors, strict=True)]
+
+    def append() -> list[str]:
+        todo = [i for i, vector in enumerate(given) if vector is None]
+        made = ctx.embedder.embed(embedding_texts(ctx, [episodes[i] for i in todo])) \
+            if todo else None
+        rows = np.empty((len(episodes), ctx.episodes.dim), dtype=np.float32)
+        for i, vector in enumerate(given):
+            if vector is not None:
+                rows[i] = vector
+        if made is not None:
+            rows[todo] = made
+        _append(ctx, episodes, rows)
+        return [ep.id for ep in episodes]
+
+    ids: list[str] = ctx.writer.call(append)
+    return ids
 
 
 def write_feed_episodes(ctx: Context, params_list: Sequence[Mapping[str, Any]],

@@ -22,6 +22,7 @@ from typing import Any
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.methods.status import HEALTH_METRICS
+from grimoire.methods.status_cache import action_rows
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 
@@ -156,8 +157,8 @@ def prediction_accuracy(ctx: Context) -> dict[str, Any]:
     deviations = ctx.stats.get("prediction_deviations")
     devs: list[float] = []
     if deviations is not None:
-        episodes = ctx.episodes.recent(SCAN_LIMIT, types=["action"], since=ctx.now() - WEEK_MS)
-        devs = [d["return_bps"] for d in map(deviations, episodes) if "return_bps" in d]
+        rows = action_rows(ctx, ctx.now() - WEEK_MS, SCAN_LIMIT)
+        devs = [dev for _t, _gain, dev in rows if dev is not None]
     within = sum(abs(d) <= PREDICTION_TOLERANCE_BPS for d in devs)
     return BANDS["prediction_accuracy"].report(
         _ratio(within, len(devs)), n=len(devs), enough=len(devs) >= MIN_SAMPLES,
@@ -167,13 +168,13 @@ def prediction_accuracy(ctx: Context) -> dict[str, Any]:
 def pnl_trend(ctx: Context) -> dict[str, Any]:
     """Daily P&L of the last 30 days; alarm when the last 14 days, all observed, lost money."""
     now = ctx.now()
-    episodes = ctx.episodes.recent(SCAN_LIMIT, types=["action"], since=now - 30 * MS_PER_DAY)
+    episodes = action_rows(ctx, now - 30 * MS_PER_DAY, SCAN_LIMIT)
     daily: dict[int, float] = {}
-    for ep in episodes:
-        if ep.gain is not None:
-            day = (now - ep.timestamp) // MS_PER_DAY
-            daily[day] = daily.get(day, 0.0) + ep.gain
-    span = (now - min(ep.timestamp for ep in episodes)) / MS_PER_DAY if episodes else 0.0
+    for timestamp, gain, _dev in episodes:
+        if gain is not None:
+            day = (now - timestamp) // MS_PER_DAY
+            daily[day] = daily.get(day, 0.0) + gain
+    span = (now - min(t for t, _g, _d in episodes)) / MS_PER_DAY if episodes else 0.0
     last14 = sum(v for d, v in daily.items() if d < 14)
     enough = span >= 14
     flag = "insufficient" if not enough else ("alarm" if last14 < 0 else "healthy")

@@ -26,9 +26,18 @@ HEALTH_METRICS: dict[str, Callable[[Context], Any]] = {}
 
 
 def status(ctx: Context) -> dict[str, Any]:
+    from grimoire.methods import status_cache
+
+    # Offline, the episodes' figures the writer saved at its close, while they are still
+    # the store's: no LanceDB import nor table load (status_cache).
+    saved = status_cache.load(ctx)
     health: dict[str, Any] = {}
-    for name, fn in sorted(HEALTH_METRICS.items()):
-        health[name] = fn(ctx)
+    status_cache.using(ctx, saved)
+    try:
+        for name, fn in sorted(HEALTH_METRICS.items()):
+            health[name] = fn(ctx)
+    finally:
+        status_cache.using(ctx, None)
     daemon = ctx.extras.get("daemon_status")
     latest = {}
     for kind in EVENT_KINDS:
@@ -42,7 +51,7 @@ def status(ctx: Context) -> dict[str, Any]:
         "memory": ctx.memory,
         "tick": ctx.tick,
         "embedding": {"model": ctx.embedder.model_id, "dim": ctx.embedder.dim},
-        "episodes": ctx.episodes.stats(),
+        "episodes": status_cache.episode_stats(ctx, saved),
         "entries": ctx.semantic.counts().to_dict(),
         "graph": ctx.graph.stats(),
         "writer": {"queued": ctx.writer.qsize(), "jobs_done": ctx.writer.jobs_done,

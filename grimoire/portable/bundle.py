@@ -14,6 +14,11 @@ A bundle is a directory (format version 1)::
                      weight, lag_ms, evidence_count, relationship, hash
     triples.jsonl    one active (open, current) knowledge-graph triple per line:
                      subject, predicate, object, valid_from, confidence, evidence_count, hash
+    vectors.jsonl    the vectors of the entries' sentences and of the causal links' episodes
+                     (``portable.vectors``), so that an importer with the same embedding
+                     model does not embed them again; the manifest's ``vectors`` names
+                     its model, dimension and count
+                     (optional: a bundle without it is imported by embedding them)
     PLAYBOOK.md      the exporter's playbook, for the owner to read (never imported)
 
 The manifest's ``memory`` is the exporter's ``FEED.json`` kind (``simulated``, ``real``, or
@@ -35,7 +40,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +48,7 @@ from grimoire import __version__
 from grimoire.context import Context
 from grimoire.errors import ValidationError
 from grimoire.gate.decay import effective_confidence
+from grimoire.portable import vectors as carried
 from grimoire.portable.manifest import (
     MANIFEST,
     file_table,
@@ -101,19 +107,26 @@ def entry_items(ctx: Context, min_confidence: float, origin: str,
         })
 
 
-def _endpoint(ctx: Context, node_id: str) -> dict[str, Any] | None:
+def _endpoint(ctx: Context, node_id: str, embedded: dict[str, str] | None
+              ) -> dict[str, Any] | None:
     entry = ctx.semantic.get_entry(node_id)
     if entry is not None:
         return {"kind": "entry", "id": node_id, "text": entry.content}
     episode = ctx.episodes.get(node_id)
     if episode is not None:
+        if embedded is not None and episode.thread is None:  # its vector embeds its words
+            embedded.setdefault(carried.text_key(episode.text), episode.id)
         return {"kind": "episode", "id": node_id, "text": episode.text}
     return None
 
 
-def causal_items(ctx: Context) -> Iterator[dict[str, Any]]:
+def causal_items(ctx: Context, embedded: dict[str, str] | None = None
+                 ) -> Iterator[dict[str, Any]]:
+    """The causal links; each episode endpoint whose vector can travel is added to
+    ``embedded`` ({text_sha256: episode id}) when given."""
     for edge in ctx.semantic.list_edges():
-        cause, effect = _endpoint(ctx, edge.cause_id), _endpoint(ctx, edge.effect_id)
+        cause = _endpoint(ctx, edge.cause_id, embedded)
+        effect = _endpoint(ctx, edge.effect_id, embedded)
         if cause is None or effect is None:
             continue
         yield _hashed({"cause": cause, "effect": effect, "kind": str(edge.kind),
@@ -157,12 +170,22 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
         shutil.rmtree(partial)
     partial.mkdir(parents=True, mode=0o700)
     try:
+        embedded: dict[str, str] = {}
+        sentences: dict[str, str] = {}
+
+        def noted(items: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            for item in items:  # an entry's stored vector is its sentence's
+                sentences.setdefault(carried.text_key(item["content"]), item["source_id"])
+                yield item
+
         counts = {
             "entries": write_jsonl(partial / "entries.jsonl",
-                                    entry_items(ctx, min_confidence, origin)),
-            "causal": write_jsonl(partial / "causal.jsonl", causal_items(ctx)),
+                                    noted(entry_items(ctx, min_confidence, origin))),
+            "causal": write_jsonl(partial / "causal.jsonl", causal_items(ctx, embedded)),
             "triples": write_jsonl(partial / "triples.jsonl", triple_items(ctx)),
         }
+        vectors = write_jsonl(partial / carried.FILE, map(_hashed, carried.vector_items(
+            ctx, embedded, sentences)))
         book = ctx.config.playbook_path
         if book.exists():
             shutil.copy2(book, partial / "PLAYBOOK.md")
@@ -171,6 +194,8 @@ def export_bundle(ctx: Context, out: str | Path, *, min_confidence: float = 0.3,
             "kind": KIND, "format_version": FORMAT_VERSION, "grimoire_version": __version__,
             "origin": origin, "created_at_ms": ctx.now(), "min_confidence": min_confidence,
             "embedding_model": ctx.embedder.model_id, "counts": counts,
+            "vectors": carried.manifest_entry(ctx.episodes.model_id, ctx.episodes.dim,
+                                              vectors),
             "memory": ctx.memory["kind"] if ctx.memory else None,
             "files": file_table(partial),
         })
@@ -191,6 +216,9 @@ class Bundle:
     entries: list[dict[str, Any]]
     causal: list[dict[str, Any]]
     triples: list[dict[str, Any]]
+    #: ``vectors.jsonl``'s lines (hash-checked; ``portable.vectors.episode_vectors`` checks
+    #: the rest against the importer's model)
+    vectors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def memory(self) -> str:
@@ -224,6 +252,7 @@ def read_bundle(path: str | Path) -> Bundle:
         raise ValidationError(f"{root} manifest lacks {missing[0]}", field="bundle")
     verify(root, manifest)
     entries, causal, triples = (read_items(root / name) for name in FILES)
+    vectors = read_items(root / carried.FILE) if carried.FILE in manifest["files"] else []
     counts = manifest.get("counts", {})
     got = {"entries": len(entries), "causal": len(causal), "triples": len(triples)}
     if counts != got:
@@ -232,4 +261,4 @@ def read_bundle(path: str | Path) -> Bundle:
     origin = manifest.get("origin")
     if not isinstance(origin, str) or not origin:
         raise ValidationError(f"{root}: manifest has no origin", field="bundle")
-    return Bundle(root, origin, manifest, entries, causal, triples)
+    return Bundle(root, origin, manifest, entries, causal, triples, vectors)

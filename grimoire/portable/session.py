@@ -42,15 +42,22 @@ def export_store(ctx: Any, out: str, min_confidence: float = 0.3) -> dict[str, A
     return export_bundle(ctx, out, min_confidence=min_confidence)
 
 
-def import_bundle(ctx: Any, bundle: str | Bundle, provenance: str) -> dict[str, Any]:
-    """Verify the whole bundle (unless given one ``read_bundle`` verified), then import it
-    (see ``transfer``)."""
+def import_bundle(ctx: Any, bundle: str | Bundle, provenance: str,
+                  vectors: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Verify the whole bundle (unless given one ``read_bundle`` verified) and the vectors it
+    carries (unless given them checked: ``portable.vectors.episode_vectors``), then import
+    it (see ``transfer``)."""
     from grimoire.portable.transfer import import_items
+    from grimoire.portable.vectors import episode_vectors
 
     b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
     source = b.root if isinstance(bundle, Bundle) else bundle
+    if vectors is None:
+        vectors = episode_vectors(b.manifest, b.vectors, b.causal, ctx.embedder,
+                                  entries=b.entries)
     summary = import_items(ctx, entries=b.entries, causal=b.causal, triples=b.triples,
-                           provenance=provenance, origin=b.origin, source=str(source))
+                           provenance=provenance, origin=b.origin, source=str(source),
+                           episode_vectors=vectors)
     return {**summary, "memory": b.memory}
 
 
@@ -78,10 +85,14 @@ def run_on_store(config: Config, op: str, params: dict[str, Any]) -> dict[str, A
         marker = import_marker(root, bundle.memory, f"bundle {bundle.root} (origin "
                                f"{bundle.origin})", bool(params.get("allow_mixed")))
         embedder = embedder_for(config)
+        from grimoire.portable.vectors import episode_vectors
+
+        vectors = episode_vectors(bundle.manifest, bundle.vectors, bundle.causal, embedder,
+                                  entries=bundle.entries)
         if marker is not None:
             make_data_dir(root)
             write_marker(root, marker)
-        params = {"bundle": bundle, "provenance": params["provenance"]}
+        params = {"bundle": bundle, "provenance": params["provenance"], "vectors": vectors}
     read_only = op in _READS
     with Grimoire.open(config=config, read_only=read_only, embedder=embedder) as g:
         if op == "export":

@@ -14,7 +14,9 @@ Inherited causal edges start at weight
 ``INHERITED_EDGE_WEIGHT`` (0.3, seed 004) with one piece of evidence; an
 endpoint that was an episode in the source store becomes an ``observation``
 episode here with ``ref`` ``inherited:<hash>``. Active triples are asserted at
-their confidence times the provenance weight.
+their confidence times the provenance weight. An endpoint episode whose vector the bundle
+carries (``portable.vectors``, checked by the caller) is written with it, not embedded again,
+and so is an entry's sentence given to the gate.
 
 Idempotent: each item's content hash is recorded in the semantic store's meta
 table with the local id it became; an item already recorded is skipped. Each
@@ -26,15 +28,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grimoire.context import Context
 from grimoire.errors import ValidationError
 from grimoire.gate.admit import Proposal, admit
 from grimoire.methods.entry import proposal_from_params
-from grimoire.methods.episode import write_episodes
+from grimoire.methods.episode import write_embedded_episodes, write_episodes
 from grimoire.methods.kg import kg_assert_many
+from grimoire.portable.vectors import text_key
 from grimoire.records import Claim, EntrySource, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
 
@@ -102,8 +105,11 @@ def _weight(ctx: Context, provenance: str) -> float:
 def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
                  causal: Sequence[dict[str, Any]] = (), triples: Sequence[dict[str, Any]] = (),
                  provenance: str, origin: str, source: str,
-                 generation: int | None = None) -> dict[str, Any]:
-    """Import already verified items; returns counts per outcome. See the module doc."""
+                 generation: int | None = None,
+                 episode_vectors: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Import already verified items; returns counts per outcome. See the module doc.
+    ``episode_vectors``: ``{text_sha256: vector}`` of entries' sentences and endpoint
+    episodes, checked against this model (``portable.vectors.episode_vectors``)."""
     weight = _weight(ctx, provenance)
     # Validate everything before the first write: bad input leaves the store untouched.
     proposals = []
@@ -131,7 +137,8 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
     counts["entries"]["already_imported"] = len(proposals) - len(fresh)
     # One batched embedding for the entries, then every admission (the whole gate, one
     # entry at a time) in one transaction on the writer: one durable commit, not one each.
-    vectors = ctx.embedder.embed([p.content for _, p in fresh]) if fresh else None
+    vectors = _entry_vectors(ctx, [p.content for _, p in fresh], episode_vectors or {}) \
+        if fresh else None
     local_ids: dict[str, str] = {}
     hash_of = {str(item.get("source_id")): str(item["hash"]) for item, _ in proposals}
 
@@ -161,7 +168,7 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
 
     links = [link for link in causal if _seen(ctx, link["hash"]) is None]
     counts["causal"]["skipped"] = len(causal) - len(links)
-    episode_ids = _local_episodes(ctx, links)
+    episode_ids = _local_episodes(ctx, links, episode_vectors or {})
     edges: list[tuple[CausalEdge, str]] = []
     for link in links:
         ends = [local_ids.get(str(link[end]["id"])) if link[end]["kind"] == "entry"
@@ -204,6 +211,7 @@ def import_items(ctx: Context, *, entries: Sequence[dict[str, Any]],
 # writer stays free for the daemon's other work between chunks.
 _CHUNK = 1000
 _EPISODE_BATCH = 256
+_CARRIED_BATCH = 1000  # episodes with their vectors per durable append (no embedding)
 
 
 def _record_edges(ctx: Context, edges: Sequence[tuple[CausalEdge, str]]) -> None:
@@ -224,14 +232,34 @@ def _record_ledger(ctx: Context, rows: Sequence[tuple[str, str]]) -> None:
             ctx.semantic.set_meta(_LEDGER + item_hash, local)
 
 
+def _entry_vectors(ctx: Context, sentences: Sequence[str], carried: Mapping[str, Any]
+                   ) -> Any:
+    """One row per sentence: the bundle's vector for it when it carries one (checked against
+    this model), else embedded here, in one call for those."""
+    import numpy as np
+
+    rows = np.empty((len(sentences), ctx.embedder.dim), dtype=np.float32)
+    todo = []
+    for i, text in enumerate(sentences):
+        if text_key(text) in carried:
+            rows[i] = carried[text_key(text)]
+        else:
+            todo.append(i)
+    if todo:
+        rows[todo] = ctx.embedder.embed([sentences[i] for i in todo])
+    return rows
+
+
 def _ref(node: dict[str, Any]) -> str:
     return "inherited:" + hashlib.sha256(node["text"].encode()).hexdigest()[:32]
 
 
-def _local_episodes(ctx: Context, links: Sequence[dict[str, Any]]) -> dict[str, str]:
+def _local_episodes(ctx: Context, links: Sequence[dict[str, Any]],
+                    vectors: Mapping[str, Any]) -> dict[str, str]:
     """The local episode of every episode endpoint (by its ``inherited:`` ref): the one an
     earlier import wrote, else a new ``observation`` episode, written in batches (one
-    embedding call and one durable append per batch)."""
+    durable append per batch, and one embedding call for those whose vector ``vectors``,
+    keyed by the words' sha256, does not carry)."""
     found: dict[str, str] = {}
     missing: dict[str, str] = {}  # ref -> text, in first-seen order
     for link in links:
@@ -247,9 +275,16 @@ def _local_episodes(ctx: Context, links: Sequence[dict[str, Any]]) -> dict[str, 
                 found[ref] = known[0].id
             else:
                 missing[ref] = node["text"]
-    pending = list(missing.items())
-    for start in range(0, len(pending), _EPISODE_BATCH):
-        batch = pending[start:start + _EPISODE_BATCH]
+    carried = [(ref, text) for ref, text in missing.items() if text_key(text) in vectors]
+    embed = [(ref, text) for ref, text in missing.items() if text_key(text) not in vectors]
+    for start in range(0, len(carried), _CARRIED_BATCH):
+        batch = carried[start:start + _CARRIED_BATCH]
+        ids = write_embedded_episodes(
+            ctx, [{"text": text, "type": "observation", "ref": ref} for ref, text in batch],
+            [vectors[text_key(text)] for _, text in batch])
+        found.update((ref, id_) for (ref, _), id_ in zip(batch, ids, strict=True))
+    for start in range(0, len(embed), _EPISODE_BATCH):
+        batch = embed[start:start + _EPISODE_BATCH]
         ids = write_episodes(ctx, [{"text": text, "type": "observation", "ref": ref}
                                    for ref, text in batch])
         found.update((ref, id_) for (ref, _), id_ in zip(batch, ids, strict=True))

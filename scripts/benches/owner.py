@@ -7,8 +7,11 @@ script's ``python -m grimoire``) on a demo data directory and prints the median 
 builds the directory with the README's demo command (``grimoire run --feed sim --speed
 600``) for ``--ticks`` ticks. The same commands then run through a daemon started on a copy
 of the directory (no ticks run: ``--tick-seconds 3600``). The floor rows are what every
-command pays before it does anything: the interpreter, the CLI's imports, and LanceDB's
-import (what a command that reads episodes pays on top, with no daemon).
+command pays before it does anything: the interpreter, the CLI's imports, LanceDB's
+import (what a command that reads episodes pays on top, with no daemon) and fastembed's
+(what ``retrieve`` pays on top to load the model). ``status`` with no daemon reads the
+figures the daemon saved at its close (``grimoire.methods.status_cache``) and pays for
+neither while the episodes are as it left them.
 
 ``--tree DIR`` measures another source tree (``git archive`` of an older commit) instead of
 this checkout's, with this venv: the before/after of a change in one sitting.
@@ -104,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         data = data.resolve()
         for name, code in [("floor: python -c pass", "pass"),
                            ("floor: import the CLI", "import grimoire.cli.app"),
-                           ("floor: import lancedb", "import lancedb")]:
+                           ("floor: import lancedb", "import lancedb"),
+                           ("floor: import fastembed", "import fastembed")]:
             took, _ = _timed([sys.executable, "-c", code], env, args.runs, cwd)
             rows.append((name, f"{took:.2f} s", ""))
         commands = _commands(data, env, cwd)

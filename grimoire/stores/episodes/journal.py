@@ -39,7 +39,7 @@ from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
 from grimoire.stores.sqlite import reader_mode, scrub
 
 __all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "NEWEST_UNKNOWN", "Journal", "JournalRow",
-           "read_journal", "read_newest"]
+           "read_journal", "read_newest", "read_pending"]
 
 JOURNAL_FILE = "episodes_journal.sqlite"
 JOURNAL_VERSION = 1
@@ -153,6 +153,29 @@ def read_newest(path: Path) -> int | None:
         return NEWEST_UNKNOWN
     value = str(found[0][0])
     return None if value == _NO_EPISODE else int(value)
+
+
+def read_pending(path: Path) -> tuple[int, int] | None:
+    """(rows, largest seq or -1) of the journal at ``path``: the episodes acknowledged and
+    not yet released after their flush (a fingerprint of the journal's content, read
+    without writing); None when there is no journal or it cannot be read."""
+    if not path.is_file():
+        return None
+    readonly = reader_mode(path) == "readonly"
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        db = apsw.Connection(str(path), flags=flags)
+        try:
+            if not readonly:
+                db.execute("PRAGMA query_only=1")
+            db.setbusytimeout(5000)
+            rows, top = db.execute("SELECT count(*), coalesce(max(seq), -1) FROM journal"
+                                   ).fetchall()[0]
+        finally:
+            db.close()
+    except apsw.Error:
+        return None
+    return int(str(rows)), int(str(top))
 
 
 class Journal:
