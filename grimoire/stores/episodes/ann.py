@@ -32,6 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from grimoire.logs import get_logger
+from grimoire.stores.episodes.index import EpisodeIndex, Snapshot
 from grimoire.stores.episodes.quantized import F32
 
 log = get_logger(__name__)
@@ -135,6 +136,26 @@ class AnnIndex:
             got = indexed(q, RECALL_K)
             found += min(len(want), sum(1 for p, score in got if p in ids or score >= floor))
         return round(found / (RECALL_K * n), 4) if n else 1.0
+
+    def search(self, table: Any, index: EpisodeIndex, snap: Snapshot, query: F32, k: int
+               ) -> list[tuple[int, float]] | None:
+        """Top-k through the table's vector index, rescored with the in-memory rows; the
+        buffered rows are scored exactly. None if LanceDB failed (the caller searches
+        exactly)."""
+        if table is None:
+            return None
+        try:
+            found = self.candidates(table, query, k, lambda seq: index.seq_to_pos(snap, seq))
+        except _LANCE_ERRORS as exc:
+            log.warning("episodes.ann.search.failed", error=str(exc))
+            return None
+        found.extend(range(snap.flushed, snap.n))
+        if not found:
+            return []
+        positions = np.unique(np.asarray(found, dtype=np.intp))
+        scores = snap.rows().take(positions) @ query
+        order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
+        return [(int(positions[i]), float(scores[i])) for i in order]
 
     def candidates(self, table: Any, query: F32, k: int,
                    seq_to_pos: Callable[[int], int | None]) -> list[int]:

@@ -24,8 +24,10 @@ not do I/O or know about LanceDB or SQLite.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import hashlib
 import operator
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import SupportsIndex, TypeVar, overload
 
@@ -58,7 +60,28 @@ _SLICE_ROWS = 64
 # this many the writer merges them (an O(n) copy of 16 bytes a row, every this many rows).
 _RECENT_IDS = 4096
 _HASH_BATCH = 8192
-_id_hash = hash  # a module attribute so a test can force collisions
+
+
+def stable_hash(id_: str) -> int:
+    """A 64-bit hash of an id that is the same in every process (``hash`` is salted per
+    process): the lookup is persisted beside the table (``episodes.sidecar``)."""
+    return int.from_bytes(hashlib.blake2b(id_.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+_id_hash = stable_hash  # a module attribute so a test can force collisions
+# The snapshot's per-row arrays (capacity rows each), as ``Allocate`` sees them.
+ARRAYS = ("codes", "scales", "type_code", "regime_code", "strategy_code", "tool_code",
+          "timestamp", "seq")
+# (name, current array, new capacity, rows to keep) -> an array of that capacity holding the
+# first rows of the current one: zeros in memory by default, file-backed in ``sidecar``.
+Allocate = Callable[[str, npt.NDArray[np.generic], int, int], npt.NDArray[np.generic]]
+
+
+def allocate_in_memory(name: str, a: npt.NDArray[G], capacity: int, keep: int) -> npt.NDArray[G]:
+    out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+    out[:keep] = a[:keep]
+    return out
 # The flushed rows in memory (``Snapshot.chunks``) leave out the columns this index holds as
 # numpy codes (rebuilt per row read) and store repetitive strings dictionary-encoded: at
 # 100k bench rows the Arrow rows went 24.2 -> 16.1 MiB.
@@ -194,8 +217,10 @@ class IdLookup:
 class EpisodeIndex:
     """See the module docstring. Writer methods: ``add``, ``mark_flushed``."""
 
-    def __init__(self, dim: int, capacity: int = MIN_CAPACITY) -> None:
+    def __init__(self, dim: int, capacity: int = MIN_CAPACITY,
+                 allocate: Allocate = allocate_in_memory) -> None:
         self.dim = dim
+        self.allocate = allocate
         capacity = max(MIN_CAPACITY, capacity)
         self.lookup = IdLookup(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         self.refs: dict[str, list[int]] = {}
@@ -240,17 +265,9 @@ class EpisodeIndex:
             while capacity < need:
                 capacity += capacity // 4
 
-        def grow(a: npt.NDArray[G]) -> npt.NDArray[G]:
-            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
-            out[: snap.n] = a[: snap.n]
-            return out
-
-        return Snapshot(
-            snap.n, grow(snap.codes), grow(snap.scales), grow(snap.type_code),
-            grow(snap.regime_code), grow(snap.strategy_code), grow(snap.tool_code),
-            grow(snap.timestamp), grow(snap.seq), snap.chunks, snap.chunk_starts,
-            snap.flushed, snap.pending, snap.pending_vectors,
-        )
+        grown = {name: self.allocate(name, getattr(snap, name), capacity, snap.n)
+                 for name in ARRAYS}
+        return dataclasses.replace(snap, **grown)  # type: ignore[arg-type]
 
     def add(self, episodes: Sequence[Episode], seqs: Sequence[int], vectors: F32) -> None:
         """Append buffered rows: written past ``n``, then one new snapshot is published."""
@@ -355,6 +372,34 @@ class EpisodeIndex:
         codes: npt.NDArray[np.int32] = mapping[pc.fill_null(indices, 0).to_numpy()]
         codes[pc.is_null(indices).to_numpy(zero_copy_only=False)] = -1
         return codes
+
+    def adopt(self, snap: Snapshot, lookup: IdLookup, names: dict[str, list[str]]) -> None:
+        """Install a state read back from disk (``sidecar``) into an empty index: ``snap``
+        (every row flushed), its id lookup and the strategy/tool names of its codes."""
+        if self.snap.n:
+            raise ValueError("adopt() needs an empty index")
+        self._names = {kind: list(names.get(kind, ())) for kind in self._names}
+        self._codes = {kind: {v: i for i, v in enumerate(values)}
+                       for kind, values in self._names.items()}
+        self.snap, self.lookup = snap, lookup
+        for chunk, start in zip(snap.chunks, snap.chunk_starts, strict=True):
+            if "ref" not in chunk.column_names:
+                continue
+            refs = chunk.column("ref")
+            at = pc.indices_nonzero(pc.is_valid(refs))
+            for i, ref in zip(at.to_pylist(), refs.take(at).to_pylist(), strict=True):
+                self.refs.setdefault(ref, []).append(start + i)
+
+    def names(self) -> dict[str, list[str]]:
+        """The strategy and tool values of the codes, in code order (copies)."""
+        return {kind: list(values) for kind, values in self._names.items()}
+
+    def replace_chunks(self, chunks: tuple[pa.Table, ...]) -> None:
+        """Publish the same rows held elsewhere (memory-mapped copies, ``sidecar``)."""
+        snap = self.snap
+        if [c.num_rows for c in chunks] != [c.num_rows for c in snap.chunks]:
+            raise ValueError("replace_chunks() needs the same chunk sizes")
+        self.snap = dataclasses.replace(snap, chunks=chunks)
 
     def mark_flushed(self, count: int, rows: pa.Table) -> None:
         """The first ``count`` buffered rows are in LanceDB: keep them as Arrow ``rows``."""

@@ -11,8 +11,9 @@ the row format and validation, and ``recovery``, the open procedure):
   or every ``compact_every_appends`` flushes (one ``add()`` per row made a version
   and a fragment per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
 - ``index``: the in-memory read side (vector matrix, prefilter
-  columns, rows), rebuilt from LanceDB on open;
-- ``text``: in-memory BM25 over the texts, rebuilt on open.
+  columns, rows), saved beside the table (``sidecar``) so an open reads only the rows
+  after the save (``resume``), rebuilt from LanceDB when that is missing or stale;
+- ``text``: in-memory BM25 over the texts, built on open from the saved rows.
 
 Write path (one writer thread): ``append`` validates, commits the rows to the
 journal (fsync), then makes them visible in memory; ``flush`` moves buffered
@@ -74,12 +75,14 @@ from grimoire.stores.episodes.journal import (
     JOURNAL_FILE,
     NEWEST_UNKNOWN,
     Journal,
+    JournalRow,
     read_journal,
     read_newest,
 )
 from grimoire.stores.episodes.lance import TABLE_DIR, LanceEpisodes
 from grimoire.stores.episodes.quantized import F32, QuantizedRows
-from grimoire.stores.episodes.recovery import load_read_only, recover
+from grimoire.stores.episodes.recovery import Recovery, recover
+from grimoire.stores.episodes.resume import load_index, save_index
 from grimoire.stores.episodes.schema import (
     check_k,
     check_vectors,
@@ -87,6 +90,7 @@ from grimoire.stores.episodes.schema import (
     validate_episode,
 )
 from grimoire.stores.episodes.select import find_ids
+from grimoire.stores.episodes.sidecar import Sidecar
 from grimoire.stores.episodes.text import TextIndex
 
 __all__ = ["EpisodeFilter", "EpisodeStore"]
@@ -94,7 +98,6 @@ __all__ = ["EpisodeFilter", "EpisodeStore"]
 log = get_logger(__name__)
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000
-# The row fields ``find_ids`` reads a quoted name in.
 
 
 class EpisodeStore:
@@ -112,7 +115,8 @@ class EpisodeStore:
         self._journal = journal
         self._lance = lance
         self._lock_fd = lock_fd
-        self._index = EpisodeIndex(dim)
+        self._sidecar = Sidecar(directory, model_id=model_id, dim=dim, read_only=journal is None)
+        self._index = EpisodeIndex(dim, allocate=self._sidecar.allocate)
         self._text = TextIndex()
         self._write_lock = threading.RLock()
         self._next_seq = 0
@@ -171,7 +175,7 @@ class EpisodeStore:
             journal.record_identity(model_id, dim)
             store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
                         journal=journal, lance=lance, lock_fd=lock_fd)
-            result = recover(lance, journal, store._index, store._text)
+            result = store._recover(journal.pending())
             store._next_seq = result.next_seq
             newest = store.recent(1)
             journal.note_newest(newest[0].timestamp if newest else None)
@@ -197,12 +201,20 @@ class EpisodeStore:
         lance = LanceEpisodes(directory, model_id=model_id, dim=dim, read_only=True)
         store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
                     journal=None, lance=lance, lock_fd=-1)
-        result = load_read_only(lance, pending, store._index, store._text)
+        result = store._recover(pending)
         store._next_seq = result.next_seq
         log.info("episodes.open", directory=str(directory), rows=store._index.snap.n,
                  journal_rows=result.replayed, read_only=True,
                  seconds=round(time.perf_counter() - started, 3))
         return store
+
+    def _recover(self, pending: list[JournalRow]) -> Recovery:
+        self._index, self._text, result = load_index(self._lance, self._journal, pending,
+                                                     self._sidecar, self.dim)
+        return result
+
+    def _save_index(self) -> None:
+        save_index(self._sidecar, self._index, self._lance)
 
     @staticmethod
     def newest_on_disk(directory: Path) -> tuple[bool, int | None]:
@@ -307,6 +319,8 @@ class EpisodeStore:
             self._wal.release(self._release_upto)
             self._release_upto = None
         if count:
+            if self._index.snap.flushed >= self._sidecar.saved_rows + self._config.index_save_rows:
+                self._save_index()
             self._flushes_since_compact += 1
             log.debug("episodes.flush", rows=count,
                       seconds=round(time.perf_counter() - started, 4))
@@ -357,11 +371,14 @@ class EpisodeStore:
             wanted = sorted(set(ids))
             found = sum(1 for id_ in wanted if self._index.find(id_) is not None)
             self._flush_locked()
+            self._sidecar.drop()  # stale from here on
             self._lance.rewrite_without(wanted)
             self._wal.erase(wanted)
-            index, text = EpisodeIndex(self.dim), TextIndex()
+            index = EpisodeIndex(self.dim, allocate=self._sidecar.allocate)
+            text = TextIndex()
             result = recover(self._lance, self._wal, index, text)
             self._index, self._text = index, text
+            self._save_index()
             self._next_seq = max(self._next_seq, result.next_seq)
             release_free_memory()
             log.info("episodes.erase", asked=len(wanted), erased=found, rows=index.snap.n)
@@ -408,24 +425,7 @@ class EpisodeStore:
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
 
     def _ann_search(self, snap: Snapshot, query: F32, k: int) -> list[tuple[int, float]] | None:
-        """Top-k through LanceDB's vector index (``episodes_ann``), rescored with the
-        in-memory rows; the buffered rows are scored exactly. None if LanceDB failed."""
-        table = self._lance.table
-        if table is None:
-            return None
-        try:
-            found = self._ann.candidates(table, query, k,
-                                         lambda seq: self._index.seq_to_pos(snap, seq))
-        except (OSError, ValueError, RuntimeError) as exc:
-            log.warning("episodes.ann.search.failed", error=str(exc))
-            return None
-        found.extend(range(snap.flushed, snap.n))
-        if not found:
-            return []
-        positions = np.unique(np.asarray(found, dtype=np.intp))
-        scores = snap.rows().take(positions) @ query
-        order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
-        return [(int(positions[i]), float(scores[i])) for i in order]
+        return self._ann.search(self._lance.table, self._index, snap, query, k)
 
     def ann_due(self) -> bool:
         """Whether :meth:`refresh_ann` would build or rebuild LanceDB's vector index."""
@@ -580,6 +580,7 @@ class EpisodeStore:
                 return
             try:
                 self._flush_locked()
+                self._save_index()
             finally:
                 self._closed = True
                 try:
