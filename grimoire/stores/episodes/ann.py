@@ -55,6 +55,14 @@ class AnnSettings:
     recall_queries: int
     refresh_fraction: float  # rebuild once this fraction of rows is newer than the index
 
+    @classmethod
+    def of(cls, config: Any) -> AnnSettings:
+        """From ``EpisodesConfig``."""
+        return cls(threshold=config.ann_threshold, nprobes=config.ann_nprobes,
+                   refine=config.ann_refine, min_recall=config.ann_min_recall,
+                   recall_queries=config.ann_recall_queries,
+                   refresh_fraction=config.ann_refresh_fraction)
+
 
 class AnnIndex:
     """The state of the table's vector index: rows covered, measured recall, whether used."""

@@ -8,9 +8,9 @@ the index saved beside the table (``sidecar``), then applies on top of it
    LanceDB and fsyncs before releasing them, as ``recover`` does; a read-only open keeps
    them as buffered rows of its snapshot;
 
-and builds the BM25 postings from the texts of the memory-mapped rows (unless
-``load_text`` is False: full-text search goes through LanceDB's own index past its
-threshold, ``fts``). It returns None, having changed nothing on disk, when the saved index
+and builds the BM25 postings from the texts of the memory-mapped rows (unless the store
+holds ``text_below`` rows or more: full-text search goes through LanceDB's own index past
+its threshold, ``fts``). It returns None, having changed nothing on disk, when the saved index
 is missing, stale (the table does not hold exactly its rows plus the delta, or is older
 than it) or corrupt: the caller then rebuilds everything with ``recover``.
 """
@@ -35,35 +35,39 @@ log = get_logger(__name__)
 
 
 def load_index(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalRow],
-               sidecar: Sidecar, dim: int) -> tuple[EpisodeIndex, TextIndex, Recovery]:
+               sidecar: Sidecar, dim: int, text_below: int = 0,
+               ) -> tuple[EpisodeIndex, TextIndex | None, Recovery]:
     """The store's index and postings: from the saved index plus what changed (``resume``),
-    else rebuilt from LanceDB (``recover``) and saved at once, so the next open is quick."""
+    else rebuilt from LanceDB (``recover``) and saved at once, so the next open is quick.
+    From the saved index, postings only below ``text_below`` rows (0: always); None past it
+    (LanceDB's FTS index answers, ``words``)."""
     index, text = EpisodeIndex(dim, allocate=sidecar.allocate), TextIndex()
-    found = resume(lance, journal, pending, index, text, sidecar)
+    found = resume(lance, journal, pending, index, text, sidecar, text_below=text_below)
     if found is not None:
-        return index, text, found
+        return index, (text if text_below <= 0 or found.rows < text_below else None), found
     sidecar.drop()
     index, text = EpisodeIndex(dim, allocate=sidecar.allocate), TextIndex()
     if journal is None:
         return index, text, load_read_only(lance, pending, index, text)
     result = recover(lance, journal, index, text)
-    save_index(sidecar, index, lance)
+    save_index(sidecar, index, lance, text)
     return index, text, result
 
 
-def save_index(sidecar: Sidecar, index: EpisodeIndex, lance: LanceEpisodes) -> None:
-    """Persist the index (``sidecar``); a failure only costs the next open a rebuild."""
+def save_index(sidecar: Sidecar, index: EpisodeIndex, lance: LanceEpisodes,
+               text: TextIndex | None = None) -> None:
+    """Persist the index and postings (``sidecar``); a failure costs the next open a rebuild."""
     if lance.table is None or sidecar.read_only:
         return
     try:
-        sidecar.save(index, int(lance.table.version))
+        sidecar.save(index, int(lance.table.version), text)
     except OSError as exc:
         log.warning("episodes.index.save.failed", error=str(exc))
 
 
 def resume(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalRow],
            index: EpisodeIndex, text: TextIndex, sidecar: Sidecar, *,
-           load_text: bool = True) -> Recovery | None:
+           text_below: int = 0) -> Recovery | None:
     """Fill the empty ``index`` (and ``text``) from the saved index plus what changed since;
     ``journal`` None for a read-only open (``pending``: its rows, read before LanceDB).
     None: nothing usable saved (``index`` may hold a partial state: discard it)."""
@@ -97,11 +101,8 @@ def resume(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalR
             index.add([ep for _, ep, _ in missing], seqs, vectors)
     if journal is not None and pending:
         journal.release(max(seq for seq, _, _ in pending))
-    if load_text:
-        snap = index.snap
-        texts = [c.column("text") for c in snap.chunks]
-        text.load(pa.chunked_array([t for part in texts for t in part.chunks], pa.string()))
-        text.add(snap.flushed, [ep.text for ep in snap.pending])
+    if text_below <= 0 or index.snap.n < text_below:
+        _postings(text, sidecar.load_text(meta), index, int(meta["rows"]))
     snap = index.snap
     top = int(snap.seq[snap.n - 1]) if snap.n else -1
     if journal is not None:
@@ -110,6 +111,22 @@ def resume(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalR
              journal_rows=len(missing))
     return Recovery(rows=snap.n, replayed=len(missing), skipped=len(pending) - len(missing),
                     next_seq=top + 1)
+
+
+def _postings(text: TextIndex, saved: TextIndex | None, index: EpisodeIndex,
+              rows: int) -> None:
+    """Fill the empty ``text``: the saved postings plus the rows after them, or all rows
+    tokenized from the memory-mapped chunks when none were saved."""
+    snap = index.snap
+    if saved is not None:
+        text.vocab, text.snap = saved.vocab, saved.snap
+        first = rows
+    else:
+        parts = [c for chunk in snap.chunks for c in chunk.column("text").chunks]
+        text.load(pa.chunked_array(parts, pa.string()))
+        first = snap.flushed
+    if first < snap.n:
+        text.add(first, [ep.text for ep in index.episodes(snap, list(range(first, snap.n)))])
 
 
 def _add_flushed(index: EpisodeIndex, table: pa.Table) -> None:

@@ -55,6 +55,7 @@ from grimoire.stores.episodes.index import (
     Snapshot,
     allocate_in_memory,
 )
+from grimoire.stores.episodes.text import TextIndex, TextSnapshot
 
 __all__ = ["INDEX_DIR", "Sidecar"]
 
@@ -114,8 +115,10 @@ class Sidecar:
 
     # ------------------------------------------------------------ save
 
-    def save(self, index: EpisodeIndex, lance_version: int) -> None:
-        """Persist the index's flushed rows (the writer, under its lock)."""
+    def save(self, index: EpisodeIndex, lance_version: int, text: TextIndex | None = None
+             ) -> None:
+        """Persist the index's flushed rows, and ``text``'s postings of them if given (the
+        writer, under its lock)."""
         if self.read_only:
             return
         snap = index.snap
@@ -152,7 +155,9 @@ class Sidecar:
         lookup_name = f"{self.gen}.lookup-{rows}.npy"
         np.save(self.root / lookup_name, _lookup_rows(index, rows), allow_pickle=False)
         _fsync(self.root / lookup_name)
+        text_files = None if text is None else self._save_text(text, rows)
         meta = {
+            "text": text_files,
             "format": FORMAT, "model_id": self.model_id, "dim": self.dim, "gen": self.gen,
             "rows": rows, "max_seq": int(snap.seq[rows - 1]), "lance_version": lance_version,
             "capacity": int(snap.codes.shape[0]), "lookup": lookup_name,
@@ -170,10 +175,64 @@ class Sidecar:
 
     def _remove_unnamed(self, meta: dict[str, Any]) -> None:
         keep = {META, meta["lookup"], *(name for _, _, name in meta["chunks"]),
+                *(meta["text"] or {}).values(),
                 *(f"{meta['gen']}.{name}" for name in ARRAYS)}
         for path in self.root.iterdir():
             if path.name not in keep:
                 path.unlink(missing_ok=True)
+
+    def _save_text(self, text: TextIndex, rows: int) -> dict[str, str]:
+        """The postings of rows < ``rows`` (base and delta merged, later rows left out)."""
+        snap = text.snap
+        terms = [np.repeat(np.arange(len(snap.starts) - 1, dtype=np.int64), np.diff(snap.starts))]
+        docs, tfs = [snap.docs.astype(np.int64)], [snap.tfs]
+        for term_id, tail in list(snap.delta.items()):
+            terms.append(np.full(tail.count, term_id, dtype=np.int64))
+            docs.append(tail.docs[: tail.count].astype(np.int64))
+            tfs.append(tail.tfs[: tail.count])
+        term, doc, tf = np.concatenate(terms), np.concatenate(docs), np.concatenate(tfs)
+        keep = doc < rows
+        term, doc, tf = term[keep], doc[keep], tf[keep]
+        order = np.lexsort((doc, term))
+        vocab = list(text.vocab)
+        starts = np.searchsorted(term[order], np.arange(len(vocab) + 1)).astype(np.int64)
+        tag = f"{self.gen}.text-{rows}"
+        files = {"starts": f"{tag}.starts.npy", "docs": f"{tag}.docs.npy",
+                 "tfs": f"{tag}.tfs.npy", "lengths": f"{tag}.lengths.npy",
+                 "vocab": f"{tag}.vocab.json"}
+        for key, array in (("starts", starts), ("docs", doc[order].astype(np.int32)),
+                           ("tfs", tf[order].astype(np.float32)),
+                           ("lengths", np.asarray(snap.lengths[:rows], np.float32))):
+            np.save(self.root / files[key], array, allow_pickle=False)
+        (self.root / files["vocab"]).write_text(json.dumps(vocab))
+        for name in files.values():
+            _fsync(self.root / name)
+        return files
+
+    def load_text(self, meta: dict[str, Any]) -> TextIndex | None:
+        """The saved postings (rows < ``meta["rows"]``), or None if none or unreadable."""
+        files = meta.get("text")
+        if not files:
+            return None
+        try:
+            vocab = json.loads((self.root / files["vocab"]).read_text())
+            arrays = {key: np.load(self.root / files[key], mmap_mode="r", allow_pickle=False)
+                      for key in ("starts", "docs", "tfs", "lengths")}
+            rows = int(meta["rows"])
+            if (not isinstance(vocab, list) or arrays["starts"].shape != (len(vocab) + 1,)
+                    or arrays["lengths"].shape != (rows,)
+                    or int(arrays["starts"][-1]) != arrays["docs"].shape[0]):
+                raise ValueError("the saved postings do not match their vocabulary or rows")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("episodes.index.text.corrupt", error=str(exc))
+            return None
+        text = TextIndex()
+        text.vocab = {term: i for i, term in enumerate(vocab)}
+        lengths = np.zeros(max(1024, rows + rows // 4), np.float32)
+        lengths[:rows] = arrays["lengths"]
+        text.snap = TextSnapshot(rows, arrays["starts"], arrays["docs"], arrays["tfs"], {},
+                                 lengths)
+        return text
 
     def drop(self) -> None:
         """Forget the saved index (a rewrite of the table made it stale); a new generation

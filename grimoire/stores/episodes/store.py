@@ -27,11 +27,10 @@ the union is loaded into memory. Such a store is a snapshot taken at open:
 rows the writer appends later are not seen until it is opened again. Every
 write method raises NotAvailableError.
 
-Reads (any thread, no lock) see buffered rows too and never touch LanceDB or
-SQLite. Measured on this machine (scripts/bench_stores.py --part episodes, 10k rows):
-top-10 search ~0.5-2.5 ms in memory against 30-45 ms for LanceDB's flat
-search; BM25 ~1.6 ms against 8 ms (FTS5) and 13 ms (LanceDB FTS); get by id
-0.2-0.4 ms against 10-15 ms; a durable single append ~1 ms. Per-episode mutable
+Reads (any thread, no lock) see buffered rows too and touch LanceDB only through its
+vector and FTS indexes past their thresholds (``ann``, ``words``); below them, search is
+in memory (scripts/bench_stores.py --part episodes, 10k rows: top-10 ~0.5-2.5 ms against
+30-45 ms for LanceDB's flat search; BM25 ~1.6 ms against 13 ms for LanceDB FTS). Per-episode mutable
 bookkeeping (consolidated flag, access counts) is not kept here: episodes are
 append-only; the semantic store holds that. This module must not import other
 stores, retrieval or the curator.
@@ -64,6 +63,7 @@ from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType
 from grimoire.runtime.memory import release_free_memory
 from grimoire.stores.episodes.ann import AnnIndex, AnnSettings
+from grimoire.stores.episodes.fts import FtsSettings
 from grimoire.stores.episodes.index import (
     EpisodeFilter,
     EpisodeIds,
@@ -92,6 +92,7 @@ from grimoire.stores.episodes.schema import (
 from grimoire.stores.episodes.select import find_ids
 from grimoire.stores.episodes.sidecar import Sidecar
 from grimoire.stores.episodes.text import TextIndex
+from grimoire.stores.episodes.words import Words
 
 __all__ = ["EpisodeFilter", "EpisodeStore"]
 
@@ -117,19 +118,15 @@ class EpisodeStore:
         self._lock_fd = lock_fd
         self._sidecar = Sidecar(directory, model_id=model_id, dim=dim, read_only=journal is None)
         self._index = EpisodeIndex(dim, allocate=self._sidecar.allocate)
-        self._text = TextIndex()
         self._write_lock = threading.RLock()
+        self._words = Words(FtsSettings.of(config), TextIndex(), self._write_lock)
         self._next_seq = 0
         self._buffer_since: int | None = None
         self._release_upto: int | None = None  # written to LanceDB, journal rows not dropped
         self._flushes_since_compact = 0
         self._last_compact: dict[str, Any] | None = None
         self._closed = False
-        self._ann = AnnIndex(AnnSettings(
-            threshold=config.ann_threshold, nprobes=config.ann_nprobes,
-            refine=config.ann_refine, min_recall=config.ann_min_recall,
-            recall_queries=config.ann_recall_queries,
-            refresh_fraction=config.ann_refresh_fraction))
+        self._ann = AnnIndex(AnnSettings.of(config))
 
     @classmethod
     def open(cls, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
@@ -209,12 +206,10 @@ class EpisodeStore:
         return store
 
     def _recover(self, pending: list[JournalRow]) -> Recovery:
-        self._index, self._text, result = load_index(self._lance, self._journal, pending,
-                                                     self._sidecar, self.dim)
+        self._index, self._words.text, result = load_index(
+            self._lance, self._journal, pending, self._sidecar, self.dim,
+            text_below=self._config.fts_threshold)
         return result
-
-    def _save_index(self) -> None:
-        save_index(self._sidecar, self._index, self._lance)
 
     @staticmethod
     def newest_on_disk(directory: Path) -> tuple[bool, int | None]:
@@ -265,7 +260,7 @@ class EpisodeStore:
             seqs = list(range(self._next_seq, self._next_seq + len(batch)))
             self._wal.write(batch, seqs, vecs)  # durable from here on
             self._next_seq += len(batch)
-            self._text.add(self._index.snap.n, [ep.text for ep in batch])  # before publishing
+            self._words.add(self._index.snap.n, [ep.text for ep in batch])  # before publishing
             self._index.add(batch, seqs, vecs)
             now = self._clock()
             if self._buffer_since is None:
@@ -320,7 +315,7 @@ class EpisodeStore:
             self._release_upto = None
         if count:
             if self._index.snap.flushed >= self._sidecar.saved_rows + self._config.index_save_rows:
-                self._save_index()
+                save_index(self._sidecar, self._index, self._lance, self._words.text)
             self._flushes_since_compact += 1
             log.debug("episodes.flush", rows=count,
                       seconds=round(time.perf_counter() - started, 4))
@@ -377,8 +372,8 @@ class EpisodeStore:
             index = EpisodeIndex(self.dim, allocate=self._sidecar.allocate)
             text = TextIndex()
             result = recover(self._lance, self._wal, index, text)
-            self._index, self._text = index, text
-            self._save_index()
+            self._index, self._words.text = index, text
+            save_index(self._sidecar, self._index, self._lance, self._words.text)
             self._next_seq = max(self._next_seq, result.next_seq)
             release_free_memory()
             log.info("episodes.erase", asked=len(wanted), erased=found, rows=index.snap.n)
@@ -429,20 +424,23 @@ class EpisodeStore:
 
     def ann_due(self) -> bool:
         """Whether :meth:`refresh_ann` would build or rebuild LanceDB's vector index."""
-        return not self.read_only and self._ann.due(self._index.snap.flushed)
+        flushed = self._index.snap.flushed
+        return not self.read_only and (self._ann.due(flushed) or self._words.fts.due(flushed))
 
     def refresh_ann(self) -> dict[str, Any] | None:
-        """Build or rebuild LanceDB's vector index past ``episodes.ann_threshold`` rows and
-        measure its recall@10 against the exact search; None when not due. Call it off the
-        write path (the daemon's background thread): it takes no write lock."""
+        """Build LanceDB's FTS index past ``episodes.fts_threshold`` rows (``words``), its
+        vector index past ``ann_threshold`` (recall@10 against exact search measured); None
+        when neither was due. Off the write path (daemon's background thread): no lock."""
         if self.read_only:
             return None
+        fts = self._words.refresh(self._lance.table, self._index)
         snap = self._index.snap
-        return self._ann.refresh(
+        ann = self._ann.refresh(
             self._lance.table, snap.flushed, self.dim,
             exact=lambda q, k: self._index.search(snap, q, k, None),
             indexed=lambda q, k: self._ann_search(snap, q, k) or [],
             stored=lambda positions: snap.rows()[positions])
+        return None if ann is None and fts is None else {**(ann or {}), "fts": fts}
 
     def text_search(self, query: str, k: int, filters: EpisodeFilter | None = None,
                     ) -> list[tuple[Episode, float]]:
@@ -452,7 +450,7 @@ class EpisodeStore:
             raise ValidationError("must be a string", field="query")
         self._check_filter(filters)
         snap = self._index.snap  # before the text snapshot: it covers every row below n
-        hits = self._text.search(snap.n, query, k, self._index.mask(snap, filters))
+        hits = self._words.search(self._lance.table, self._index, snap, query, k, filters)
         episodes = self._index.episodes(snap, [p for p, _ in hits])
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
 
@@ -541,13 +539,14 @@ class EpisodeStore:
             "disk_bytes": files["bytes"] + journal_bytes,
             "index_bytes": int(snap.codes.nbytes + snap.scales.nbytes
                                + sum(c.nbytes for c in snap.chunks)
-                               + self._text.nbytes),
+                               + self._words.nbytes),
             "flushes_since_compact": self._flushes_since_compact,
             "last_compact": self._last_compact,
             "embedding_model": self.model_id,
             "embedding_dim": self.dim,
             "read_only": self.read_only,
             "ann": self._ann.stats(),
+            "fts": self._words.fts.stats(),
         }
 
     def lance_table(self) -> Any:
@@ -580,7 +579,7 @@ class EpisodeStore:
                 return
             try:
                 self._flush_locked()
-                self._save_index()
+                save_index(self._sidecar, self._index, self._lance, self._words.text)
             finally:
                 self._closed = True
                 try:

@@ -19,6 +19,7 @@ from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes.lance import LanceEpisodes
 from grimoire.stores.episodes.sidecar import INDEX_DIR
 from grimoire.stores.episodes.store import EpisodeStore
+from grimoire.stores.episodes.text import TextIndex
 
 EMB = HashEmbedder(dim=32)
 REPO = Path(__file__).resolve().parents[3]
@@ -56,10 +57,11 @@ def snapshot(store: EpisodeStore, n: int) -> dict[str, Any]:
 
 
 def no_vector_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An open that reads every vector from LanceDB fails."""
-    def refuse(self: LanceEpisodes, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the open read every stored vector")
+    """An open that reads every vector from LanceDB, or tokenizes every text, fails."""
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the open read every stored row")
     monkeypatch.setattr(LanceEpisodes, "vector_batches", refuse)
+    monkeypatch.setattr(TextIndex, "load", refuse)
 
 
 def test_reopen_reads_the_saved_index_not_every_row(tmp_path: Path,
@@ -109,14 +111,14 @@ def test_a_crash_after_the_save_applies_the_delta_and_the_journal(
         assert store.buffered == 0
 
 
-@pytest.mark.parametrize("damage", ["meta", "codes", "rows", "lookup"])
+@pytest.mark.parametrize("damage", ["meta", "codes", "rows", "lookup", "postings"])
 def test_a_missing_or_corrupt_save_is_rebuilt(tmp_path: Path, damage: str) -> None:
     with open_store(tmp_path) as store:
         fill(store, 0, 300)
         before = snapshot(store, 300)
     root = tmp_path / INDEX_DIR
     target = {"meta": "meta.json", "codes": ".codes", "rows": ".arrow",
-              "lookup": ".npy"}[damage]
+              "lookup": "0.npy", "postings": ".docs.npy"}[damage]
     path = next(p for p in root.iterdir() if p.name.endswith(target))
     if damage == "meta":
         path.write_text("{not json")
