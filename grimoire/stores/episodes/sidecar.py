@@ -36,6 +36,7 @@ Must not import the store, retrieval or the curator.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import secrets
 from pathlib import Path
@@ -233,6 +234,18 @@ class Sidecar:
         text.snap = TextSnapshot(rows, arrays["starts"], arrays["docs"], arrays["tfs"], {},
                                  lengths)
         return text
+
+    def release(self) -> None:
+        """Hand the mapped rows' pages back (``MADV_DONTNEED``) after a pass that read every
+        row (the vector index's recall check): they stay in the page cache, and are read
+        again only if a query needs them. Nothing is lost: the mappings are shared."""
+        for m in list(self._maps.values()):
+            raw = getattr(m, "_mmap", None)  # numpy's mapping of the file
+            if raw is not None and hasattr(raw, "madvise"):
+                try:
+                    raw.madvise(mmap.MADV_DONTNEED)
+                except (OSError, ValueError) as exc:
+                    log.debug("episodes.index.release.failed", error=str(exc))
 
     def drop(self) -> None:
         """Forget the saved index (a rewrite of the table made it stale); a new generation

@@ -1,19 +1,16 @@
 """The episodic store: append-only episodes in LanceDB, durable writes, fast reads.
 
-Owns ``EpisodeStore`` (the API the facade, retrieval, distiller and curator
-use) and composes private parts, one module each (plus ``schema``,
-the row format and validation, and ``recovery``, the open procedure):
+Owns ``EpisodeStore`` (the API the facade, retrieval, distiller and curator use) and
+composes private parts, one module each (plus ``schema``, the row format and validation,
+and ``recovery``/``resume``, the open procedure):
 
-- ``journal``: apsw SQLite write-ahead journal (what makes ``append``
-  durable: LanceDB never fsyncs);
-- ``lance``: the LanceDB table, written in batches, fsync'd after
-  every write, compacted when its data files or versions reach ``max_files``
-  or every ``compact_every_appends`` flushes (one ``add()`` per row made a version
-  and a fragment per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
-- ``index``: the in-memory read side (vector matrix, prefilter
-  columns, rows), saved beside the table (``sidecar``) so an open reads only the rows
-  after the save (``resume``), rebuilt from LanceDB when that is missing or stale;
-- ``text``: in-memory BM25 over the texts, built on open from the saved rows.
+- ``journal``: apsw SQLite write-ahead journal (what makes ``append`` durable: LanceDB
+  never fsyncs);
+- ``lance``: the LanceDB table, written in batches, fsync'd after every write, compacted
+  when its data files or versions reach ``max_files`` or every ``compact_every_appends``
+  flushes (one ``add()`` per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
+- ``index``: the read side (int8 vectors, prefilter columns, rows) and ``text`` (BM25),
+  saved beside the table (``sidecar``) so an open reads only the rows after the save.
 
 Write path (one writer thread): ``append`` validates, commits the rows to the
 journal (fsync), then makes them visible in memory; ``flush`` moves buffered
@@ -30,10 +27,10 @@ write method raises NotAvailableError.
 Reads (any thread, no lock) see buffered rows too and touch LanceDB only through its
 vector and FTS indexes past their thresholds (``ann``, ``words``); below them, search is
 in memory (scripts/bench_stores.py --part episodes, 10k rows: top-10 ~0.5-2.5 ms against
-30-45 ms for LanceDB's flat search; BM25 ~1.6 ms against 13 ms for LanceDB FTS). Per-episode mutable
-bookkeeping (consolidated flag, access counts) is not kept here: episodes are
-append-only; the semantic store holds that. This module must not import other
-stores, retrieval or the curator.
+30-45 ms for LanceDB's flat search; BM25 ~1.6 ms against 13 ms for LanceDB FTS).
+Per-episode mutable bookkeeping (consolidated flag, access counts) is not kept here:
+episodes are append-only; the semantic store holds that. This module must not import
+other stores, retrieval or the curator.
 """
 
 from __future__ import annotations
@@ -315,7 +312,8 @@ class EpisodeStore:
             self._release_upto = None
         if count:
             if self._index.snap.flushed >= self._sidecar.saved_rows + self._config.index_save_rows:
-                save_index(self._sidecar, self._index, self._lance, self._words.text)
+                save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             self._flushes_since_compact += 1
             log.debug("episodes.flush", rows=count,
                       seconds=round(time.perf_counter() - started, 4))
@@ -373,7 +371,8 @@ class EpisodeStore:
             text = TextIndex()
             result = recover(self._lance, self._wal, index, text)
             self._index, self._words.text = index, text
-            save_index(self._sidecar, self._index, self._lance, self._words.text)
+            save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             self._next_seq = max(self._next_seq, result.next_seq)
             release_free_memory()
             log.info("episodes.erase", asked=len(wanted), erased=found, rows=index.snap.n)
@@ -440,6 +439,8 @@ class EpisodeStore:
             exact=lambda q, k: self._index.search(snap, q, k, None),
             indexed=lambda q, k: self._ann_search(snap, q, k) or [],
             stored=lambda positions: snap.rows()[positions])
+        if ann is not None:
+            self._sidecar.release()  # the recall check read every row
         return None if ann is None and fts is None else {**(ann or {}), "fts": fts}
 
     def text_search(self, query: str, k: int, filters: EpisodeFilter | None = None,
@@ -579,7 +580,8 @@ class EpisodeStore:
                 return
             try:
                 self._flush_locked()
-                save_index(self._sidecar, self._index, self._lance, self._words.text)
+                save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             finally:
                 self._closed = True
                 try:

@@ -91,6 +91,11 @@ class Words:
         return self.fts.refresh(table, snap.flushed, texts, ours,
                                 lambda seq: index.seq_to_pos(snap, seq))
 
+    def saved(self, rows: int) -> TextIndex | None:
+        """The postings to save with an index of ``rows`` rows: none past the threshold (an
+        open there builds none, and each save rewrites every posting)."""
+        return None if self.fts.wanted(rows) else self.text
+
     @property
     def nbytes(self) -> int:
         return 0 if self.text is None else self.text.nbytes

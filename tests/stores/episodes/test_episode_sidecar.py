@@ -156,3 +156,27 @@ def test_a_table_with_rows_the_save_does_not_know_is_rebuilt(tmp_path: Path) -> 
         q = EMB.embed([episode(150).text])[0]
         assert store.search(q, 1)[0][0].id == "s-150"
         assert np.isfinite(store.vectors_for(["s-199"])).all()
+
+
+def _mapped_rss_kib(suffix: str) -> int:
+    """Resident KiB of this process's mappings of files ending in ``suffix``."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = line.rstrip().endswith(suffix)
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_release_hands_back_the_pages_a_full_scan_read(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        fill(store, 0, 400)
+    with open_store(tmp_path) as store:
+        store.search(EMB.embed(["a full exact scan"])[0], 5)  # reads every code
+        assert _mapped_rss_kib(".codes") > 0
+        store._sidecar.release()
+        assert _mapped_rss_kib(".codes") == 0
+        assert store.search(EMB.embed([episode(7).text])[0], 1)[0][0].id == "s-7"
