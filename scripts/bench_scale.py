@@ -40,6 +40,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as benches.retrieval: one BLAS thread
 
 import argparse
+import contextlib
 import json
 import random
 import subprocess
@@ -347,6 +348,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fill-vectors", choices=("model-like", "hash"), default="model-like",
                         help="the fill's episode vectors: model-like (each text template "
                         "embedded once by the model, plus noise: ModelLike) or hash")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="fill the stores under DIR and keep them (default: a temp dir)")
     parser.add_argument("--quick", action="store_true",
                         help="2k and 10k episodes, 500 entries, 2k triples, 200 retrieves, "
                         "50 recall queries, 200 real-model writes")
@@ -376,7 +379,10 @@ def main(argv: Sequence[str] | None = None) -> None:
               str(args.ann_threshold), "--recall-embedder", args.recall_embedder,
               "--fill-vectors", args.fill_vectors]
     rows: list[tuple[int, dict[str, Any], dict[str, Any], int]] = []
-    with tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp") as tmp:
+    keep = Path(args.keep) if args.keep else None
+    with (contextlib.nullcontext(str(keep)) if keep else
+          tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp")) as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         real_rate = real_ingest(Path(tmp) / "real", args.real_ingest)
         for n in sizes:
             root, facts, result = Path(tmp) / f"s{n}", Path(tmp) / f"f{n}.json", \
