@@ -466,8 +466,7 @@ class EpisodeStore:
         positions = self._positions(snap, flt)
         if n == 0 or positions.size == 0:
             return []
-        order = np.lexsort((positions, snap.timestamp[positions]))[-n:]
-        return self._index.episodes(snap, positions[order].tolist())
+        return self._index.episodes(snap, self._index.newest(snap, positions, n).tolist())
 
     def recent_rows(self, n: int, *, since: int | None = None
                     ) -> tuple[list[str], npt.NDArray[np.int64], F32]:
@@ -478,7 +477,7 @@ class EpisodeStore:
         positions = self._positions(snap, EpisodeFilter(since_ms=since))
         if n == 0 or positions.size == 0:
             return [], np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
-        chosen = positions[np.lexsort((positions, snap.timestamp[positions]))[-n:]]
+        chosen = self._index.newest(snap, positions, n)
         return ([snap.id_at(int(p)) for p in chosen], snap.timestamp[chosen].astype(np.int64),
                 snap.rows()[chosen.tolist()])
 
