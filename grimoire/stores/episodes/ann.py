@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from grimoire.logs import get_logger
+from grimoire.stores.episodes.built import restore, save_state
 from grimoire.stores.episodes.index import EpisodeIndex, Snapshot
 from grimoire.stores.episodes.quantized import F32
 
@@ -67,13 +69,19 @@ class AnnSettings:
 class AnnIndex:
     """The state of the table's vector index: rows covered, measured recall, whether used."""
 
-    def __init__(self, settings: AnnSettings) -> None:
+    def __init__(self, settings: AnnSettings, state: Path | None = None,
+                 table: Any = None) -> None:
         self.settings = settings
         self.indexed_rows = 0
         self.recall: float | None = None
         self.build_seconds: float | None = None
         self.error: str | None = None
         self._lock = threading.Lock()  # one refresh at a time
+        self._state = state  # where the last build's measure is kept (``built``)
+        saved = restore(state, table, "vector")
+        if saved is not None:
+            self.indexed_rows = int(saved["indexed_rows"])
+            self.recall, self.build_seconds = saved.get("recall"), saved.get("build_seconds")
 
     @property
     def usable(self) -> bool:
@@ -115,6 +123,8 @@ class AnnIndex:
             self.build_seconds = round(time.perf_counter() - started, 3)
             self.recall = self._measure(rows, exact, indexed, stored)
             self.error = None
+            save_state(self._state, {"indexed_rows": rows, "recall": self.recall,
+                                     "build_seconds": self.build_seconds})
             out = {"rows": rows, "partitions": partitions, "sub_vectors": sub,
                    "seconds": self.build_seconds, "recall_at_10": self.recall,
                    "used": self.usable}

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ import pyarrow as pa
 
 from grimoire.logs import get_logger
 from grimoire.records import EpisodeType, Regime
+from grimoire.stores.episodes.built import restore, save_state
 from grimoire.stores.episodes.index import EpisodeFilter
 
 log = get_logger(__name__)
@@ -85,13 +87,19 @@ def lance_where(flt: EpisodeFilter | None) -> str | None:
 class FtsIndex:
     """The state of the table's FTS index: rows covered, measured overlap, whether used."""
 
-    def __init__(self, settings: FtsSettings) -> None:
+    def __init__(self, settings: FtsSettings, state: Path | None = None,
+                 table: Any = None) -> None:
         self.settings = settings
         self.indexed_rows = 0
         self.overlap: float | None = None
         self.build_seconds: float | None = None
         self.error: str | None = None
         self._lock = threading.Lock()
+        self._state = state  # where the last build's measure is kept (``built``)
+        saved = restore(state, table, "text")
+        if saved is not None:
+            self.indexed_rows = int(saved["indexed_rows"])
+            self.overlap, self.build_seconds = saved.get("overlap"), saved.get("build_seconds")
 
     def wanted(self, rows: int) -> bool:
         """Whether a store of ``rows`` rows is past the threshold."""
@@ -131,6 +139,8 @@ class FtsIndex:
             self.overlap = self._measure(table, rows, texts, ours(), seq_to_pos)
             self.indexed_rows = rows
             self.error = None
+            save_state(self._state, {"indexed_rows": rows, "overlap": self.overlap,
+                                     "build_seconds": self.build_seconds})
             out = {"rows": rows, "seconds": self.build_seconds,
                    "overlap_at_10": self.overlap, "used": self.usable}
             log.info("episodes.fts.built", **out)

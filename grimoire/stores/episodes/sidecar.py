@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from grimoire.logs import get_logger
+from grimoire.stores.episodes.built import STATE_FILES
 from grimoire.stores.episodes.index import (
     ARRAYS,
     MIN_CAPACITY,
@@ -175,7 +176,7 @@ class Sidecar:
         self._remove_unnamed(meta)
 
     def _remove_unnamed(self, meta: dict[str, Any]) -> None:
-        keep = {META, meta["lookup"], *(name for _, _, name in meta["chunks"]),
+        keep = {META, *STATE_FILES, meta["lookup"], *(name for _, _, name in meta["chunks"]),
                 *(meta["text"] or {}).values(),
                 *(f"{meta['gen']}.{name}" for name in ARRAYS)}
         for path in self.root.iterdir():

@@ -87,7 +87,7 @@ from grimoire.stores.episodes.schema import (
     validate_episode,
 )
 from grimoire.stores.episodes.select import find_ids
-from grimoire.stores.episodes.sidecar import Sidecar
+from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar
 from grimoire.stores.episodes.text import TextIndex
 from grimoire.stores.episodes.words import Words
 
@@ -116,14 +116,16 @@ class EpisodeStore:
         self._sidecar = Sidecar(directory, model_id=model_id, dim=dim, read_only=journal is None)
         self._index = EpisodeIndex(dim, allocate=self._sidecar.allocate)
         self._write_lock = threading.RLock()
-        self._words = Words(FtsSettings.of(config), TextIndex(), self._write_lock)
+        self._words = Words(FtsSettings.of(config), TextIndex(), self._write_lock,
+                            directory / INDEX_DIR / "fts.json", lance.table)
         self._next_seq = 0
         self._buffer_since: int | None = None
         self._release_upto: int | None = None  # written to LanceDB, journal rows not dropped
         self._flushes_since_compact = 0
         self._last_compact: dict[str, Any] | None = None
         self._closed = False
-        self._ann = AnnIndex(AnnSettings.of(config))
+        self._ann = AnnIndex(AnnSettings.of(config), directory / INDEX_DIR / "ann.json",
+                             lance.table)
 
     @classmethod
     def open(cls, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
@@ -225,8 +227,7 @@ class EpisodeStore:
                 "read-only; only the process that owns it (the daemon) writes")
 
     @property
-    def _wal(self) -> Journal:
-        """The journal of a writable store (read-only stores have none)."""
+    def _wal(self) -> Journal:  # the journal of a writable store (read-only ones have none)
         assert self._journal is not None
         return self._journal
 

@@ -13,6 +13,7 @@ Must not do I/O but through LanceDB's table; must not import the store.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,9 +42,10 @@ class Words:
     """See the module docstring."""
 
     def __init__(self, settings: FtsSettings, text: TextIndex | None,
-                 write_lock: threading.RLock) -> None:
+                 write_lock: threading.RLock, state: Path | None = None,
+                 table: Any = None) -> None:
         self.text = text
-        self.fts = FtsIndex(settings)
+        self.fts = FtsIndex(settings, state, table)
         self._write_lock = write_lock
 
     def add(self, first: int, texts: list[str]) -> None:
