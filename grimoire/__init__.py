@@ -6,6 +6,7 @@ users of the package (records, config, the client) do not pay for LanceDB.
 """
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -15,6 +16,11 @@ __all__ = ["Grimoire", "__version__"]
 # host configures logging (grimoire.logs; the daemon does it for itself).
 for _name in ("grimoire", "playbook"):  # curator/__init__ does the same for "curator"
     logging.getLogger(_name).addHandler(logging.NullHandler())
+# LanceDB's Rust core logs to stderr on its own (k-means on duplicate-heavy vectors: "empty
+# clusters"; scanner deprecations), outside Python's logging. Its filter is read from
+# LANCEDB_LOG when LanceDB is first imported: off unless the host asks for it (set
+# LANCEDB_LOG=warn to see them). Every LanceDB import in the package comes after this one.
+os.environ.setdefault("LANCEDB_LOG", "off")
 
 if TYPE_CHECKING:
     from grimoire.grimoire import Grimoire

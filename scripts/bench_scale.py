@@ -40,6 +40,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as benches.retrieval: one BLAS thread
 
 import argparse
+import contextlib
 import json
 import random
 import subprocess
@@ -104,8 +105,36 @@ def real_ingest(root: Path, n: int) -> float:
         return n / (time.perf_counter() - t0)
 
 
+class ModelLike:
+    """Model-like vectors at hash speed: each text's template (its numbers as ``N``) is
+    embedded once by the real model, and every episode gets that vector plus Gaussian noise
+    (cosine ~0.97 to it, about what the model gives two texts that differ in a number).
+    Model queries then meet the neighbourhoods a model-filled store has, so recall@10
+    measures the index (a hash-filled store's scores for model queries are all near-ties:
+    the ANN check read 0.99 there while 0.76 of float32's top-10 came back)."""
+
+    NOISE = 0.25 / DIM ** 0.5
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.base: dict[str, np.ndarray] = {}
+        self.rng = np.random.default_rng(7)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import re
+
+        keys = [re.sub(r"\d+", "N", t) for t in texts]
+        new = sorted({k for k in keys if k not in self.base})
+        if new:
+            self.base.update(zip(new, self.model.embed(new).astype(np.float32), strict=True))
+        out = np.stack([self.base[k] for k in keys])
+        out += self.rng.normal(0.0, self.NOISE, out.shape).astype(np.float32)
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+
 def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: int,
-         recall_hash: bool, out: Path) -> None:
+         recall_hash: bool, model_like: bool, out: Path) -> None:
     """Child: fill the store at ``root`` and write what the measuring child needs to ``out``."""
     from benches.retrieval import CHAINS, TOKENS, _text
 
@@ -138,6 +167,7 @@ def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: 
     ids: list[str] = []
     matrices: list[np.ndarray] = []
     model = FastEmbedEmbedder()  # the store's identity is the model's; the fill's vectors hash
+    filler: Any = ModelLike(model) if model_like else hasher
     g = Grimoire.open(root, config=Config(), clock=clock, embedder=model)
     ctx = g.context
     started = time.perf_counter()
@@ -152,7 +182,7 @@ def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: 
                 outcome=rng.choice([Outcome.POSITIVE, Outcome.NEGATIVE, Outcome.NEUTRAL]),
                 tool=tool, token_pair=pair, chain=rng.choice(CHAINS),
                 regime=rng.choice(list(Regime)), gain=round(rng.gauss(0, 20), 2)))
-        vectors = hasher.embed([e.text for e in batch])
+        vectors = filler.embed([e.text for e in batch])
         matrices.append(vectors.astype(np.float16))  # for the exact search; half the memory
         ids.extend(e.id for e in batch)
         ctx.writer.call(lambda b=batch, v=vectors: (ctx.episodes.append(b, v),  # type: ignore[misc]
@@ -260,10 +290,12 @@ def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_thr
     store = g.context.episodes
     search_p50, search_p95, recall = search_rows(store, vectors, facts["exact"])
     ann: dict[str, Any] = {}
+    fts: dict[str, Any] = {}
     if store.ann_due():  # what the daemon's background thread does past the threshold
         t = time.perf_counter()
         store.refresh_ann()
         ann = {"build_s": time.perf_counter() - t, **store.stats()["ann"]}
+        fts = store.stats()["fts"]
         ann["p50"], ann["p95"], ann["recall"] = search_rows(store, vectors, facts["exact"])
     latencies: list[float] = []
     for i in range(retrieves):
@@ -283,7 +315,7 @@ def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_thr
     warm = latencies[min(20, len(latencies) // 10):]  # the first calls fill the caches
     out.write_text(json.dumps({
         "open_s": open_s, "rss_idle": rss_idle, "rss_after": rss_after, "recall": recall,
-        "search_p50": search_p50, "search_p95": search_p95, "ann": ann,
+        "search_p50": search_p50, "search_p95": search_p95, "ann": ann, "fts": fts,
         "p50": float(np.percentile(warm, 50)), "p95": float(np.percentile(warm, 95)),
         "cycle_first_s": cycles[0], "cycle_steady_s": cycles[1]}))
 
@@ -313,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--recall-embedder", choices=("real", "hash"), default="real",
                         help="embeds the recall queries: real (the model, as the agent's "
                         "queries; out of the hash-filled store's distribution) or hash (in it)")
+    parser.add_argument("--fill-vectors", choices=("model-like", "hash"), default="model-like",
+                        help="the fill's episode vectors: model-like (each text template "
+                        "embedded once by the model, plus noise: ModelLike) or hash")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="fill the stores under DIR and keep them (default: a temp dir)")
     parser.add_argument("--quick", action="store_true",
                         help="2k and 10k episodes, 500 entries, 2k triples, 200 retrieves, "
                         "50 recall queries, 200 real-model writes")
@@ -326,7 +363,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                    "retrieves": 200, "recall_queries": 50, "real_ingest": 200})
     if args.fill:
         fill(Path(args.fill[0]), int(args.fill[1]), args.entries, args.triples,
-             args.recall_queries, args.recall_embedder == "hash", Path(args.fill[2]))
+             args.recall_queries, args.recall_embedder == "hash",
+             args.fill_vectors == "model-like", Path(args.fill[2]))
         return
     if args.measure:
         measure(Path(args.measure[0]), json.loads(Path(args.measure[1]).read_text()),
@@ -338,9 +376,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     common = ["--entries", str(args.entries), "--triples", str(args.triples),
               "--retrieves", str(args.retrieves), "--recall-queries",
               str(args.recall_queries), "--new", str(args.new), "--ann-threshold",
-              str(args.ann_threshold), "--recall-embedder", args.recall_embedder]
+              str(args.ann_threshold), "--recall-embedder", args.recall_embedder,
+              "--fill-vectors", args.fill_vectors]
     rows: list[tuple[int, dict[str, Any], dict[str, Any], int]] = []
-    with tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp") as tmp:
+    keep = Path(args.keep) if args.keep else None
+    with (contextlib.nullcontext(str(keep)) if keep else
+          tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp")) as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         real_rate = real_ingest(Path(tmp) / "real", args.real_ingest)
         for n in sizes:
             root, facts, result = Path(tmp) / f"s{n}", Path(tmp) / f"f{n}.json", \
@@ -359,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def line(label: str, cells: list[str]) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
 
-    line("ingest, hash embedder (store append + mentions), ep/s",
+    line(f"ingest, {args.fill_vectors} fill vectors (store append + mentions), ep/s",
          [f"{n / f['ingest_s']:,.0f}" for n, f, _, _ in rows])
     line(f"ingest, real model (episode_write_batch, {args.real_ingest} ep), ep/s",
          [f"{real_rate:,.0f}"] * len(rows))
@@ -383,6 +425,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     line("recall@10 through the index vs float32",
          [f"{r['ann']['recall']:.3f}" if r["ann"].get("used") else "- (not used)"
           for _, _, r, _ in rows])
+    line("LanceDB FTS index: build s, overlap@10 with our BM25 (tie-aware), used",
+         [f"{r['fts']['build_seconds']:.1f}, {r['fts']['overlap_at_10']:.3f}, "
+          f"{'yes' if r['fts']['used'] else 'no'}" if r.get("fts", {}).get("indexed_rows")
+          else "- (below the threshold)" for _, _, r, _ in rows])
     line(f"RSS idle / after {args.retrieves} retrieves, MiB",
          [f"{r['rss_idle']:.0f} / {r['rss_after']:.0f}" for _, _, r, _ in rows])
     line("disk ÷ raw", [f"{d / f['raw']:.2f} ({d / 2**20:.0f} MiB)" for _, f, _, d in rows])

@@ -439,6 +439,14 @@ class EpisodesConfig:
     max_files: int = opt(
         24, "compact and keep only the newest version as soon as the LanceDB table holds this "
         "many data files or versions (counted at every flush: bounded whatever the clock speed)")
+    index_save_rows: int = opt(
+        20_000, "save the episode index beside the table (episodes.index/) every this many "
+        "flushed rows and on close: an open reads only the rows after the save", positive=True)
+    fts_threshold: int = opt(
+        250_000, "rows past which full-text search uses LanceDB's FTS index, built in the "
+        "background (0: never; an open past it does not build the in-memory BM25)")
+    fts_min_overlap: float = opt(0.5, "overlap@10 with the in-memory BM25 below which "
+                                 "LanceDB's FTS index is not used")
     ann_threshold: int = opt(
         250_000, "rows past which vector search uses LanceDB's IVF-PQ index, built in the "
         "background (0: never; below it, and whenever the index's measured recall@10 is under "

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from grimoire.logs import get_logger
+from grimoire.stores.episodes.built import restore, save_state
+from grimoire.stores.episodes.index import EpisodeIndex, Snapshot
 from grimoire.stores.episodes.quantized import F32
 
 log = get_logger(__name__)
@@ -54,17 +57,31 @@ class AnnSettings:
     recall_queries: int
     refresh_fraction: float  # rebuild once this fraction of rows is newer than the index
 
+    @classmethod
+    def of(cls, config: Any) -> AnnSettings:
+        """From ``EpisodesConfig``."""
+        return cls(threshold=config.ann_threshold, nprobes=config.ann_nprobes,
+                   refine=config.ann_refine, min_recall=config.ann_min_recall,
+                   recall_queries=config.ann_recall_queries,
+                   refresh_fraction=config.ann_refresh_fraction)
+
 
 class AnnIndex:
     """The state of the table's vector index: rows covered, measured recall, whether used."""
 
-    def __init__(self, settings: AnnSettings) -> None:
+    def __init__(self, settings: AnnSettings, state: Path | None = None,
+                 table: Any = None) -> None:
         self.settings = settings
         self.indexed_rows = 0
         self.recall: float | None = None
         self.build_seconds: float | None = None
         self.error: str | None = None
         self._lock = threading.Lock()  # one refresh at a time
+        self._state = state  # where the last build's measure is kept (``built``)
+        saved = restore(state, table, "vector")
+        if saved is not None:
+            self.indexed_rows = int(saved["indexed_rows"])
+            self.recall, self.build_seconds = saved.get("recall"), saved.get("build_seconds")
 
     @property
     def usable(self) -> bool:
@@ -106,6 +123,8 @@ class AnnIndex:
             self.build_seconds = round(time.perf_counter() - started, 3)
             self.recall = self._measure(rows, exact, indexed, stored)
             self.error = None
+            save_state(self._state, {"indexed_rows": rows, "recall": self.recall,
+                                     "build_seconds": self.build_seconds})
             out = {"rows": rows, "partitions": partitions, "sub_vectors": sub,
                    "seconds": self.build_seconds, "recall_at_10": self.recall,
                    "used": self.usable}
@@ -135,6 +154,26 @@ class AnnIndex:
             got = indexed(q, RECALL_K)
             found += min(len(want), sum(1 for p, score in got if p in ids or score >= floor))
         return round(found / (RECALL_K * n), 4) if n else 1.0
+
+    def search(self, table: Any, index: EpisodeIndex, snap: Snapshot, query: F32, k: int
+               ) -> list[tuple[int, float]] | None:
+        """Top-k through the table's vector index, rescored with the in-memory rows; the
+        buffered rows are scored exactly. None if LanceDB failed (the caller searches
+        exactly)."""
+        if table is None:
+            return None
+        try:
+            found = self.candidates(table, query, k, lambda seq: index.seq_to_pos(snap, seq))
+        except _LANCE_ERRORS as exc:
+            log.warning("episodes.ann.search.failed", error=str(exc))
+            return None
+        found.extend(range(snap.flushed, snap.n))
+        if not found:
+            return []
+        positions = np.unique(np.asarray(found, dtype=np.intp))
+        scores = snap.rows().take(positions) @ query
+        order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
+        return [(int(positions[i]), float(scores[i])) for i in order]
 
     def candidates(self, table: Any, query: F32, k: int,
                    seq_to_pos: Callable[[int], int | None]) -> list[int]:

@@ -24,8 +24,10 @@ not do I/O or know about LanceDB or SQLite.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import hashlib
 import operator
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import SupportsIndex, TypeVar, overload
 
@@ -36,8 +38,9 @@ import pyarrow.compute as pc
 
 from grimoire.errors import StoreError, ValidationError
 from grimoire.records import Episode, EpisodeType, Regime, parse_enum
+from grimoire.stores.episodes.chunks import append_chunk, with_absent
 from grimoire.stores.episodes.quantized import BLOCK_ROWS, F32, I8, QuantizedRows, quantize
-from grimoire.stores.episodes.schema import ROW_COLUMNS, episodes_from_arrow
+from grimoire.stores.episodes.schema import episodes_from_arrow
 
 __all__ = ["EpisodeFilter", "EpisodeIds", "EpisodeIndex", "IdLookup", "Snapshot",
            "pending_vectors"]
@@ -50,21 +53,33 @@ _REGIME_CODE = {r: i for i, r in enumerate(_REGIMES)}
 MIN_CAPACITY = 1024
 # Below this fraction of rows passing a filter, gathering the rows beats one full matvec.
 _GATHER_FRACTION = 0.25
-# Merge a trailing Arrow chunk into its neighbour when it is at least this fraction of it:
-# keeps O(log n) chunks so a take() stays cheap, with O(log n) amortised copies per row.
-_MERGE_RATIO = 0.5
 _SLICE_ROWS = 64
 # Ids added since the last merge into the sorted hash array are looked up in a dict; past
 # this many the writer merges them (an O(n) copy of 16 bytes a row, every this many rows).
 _RECENT_IDS = 4096
 _HASH_BATCH = 8192
-_id_hash = hash  # a module attribute so a test can force collisions
-# The flushed rows in memory (``Snapshot.chunks``) leave out the columns this index holds as
-# numpy codes (rebuilt per row read) and store repetitive strings dictionary-encoded: at
-# 100k bench rows the Arrow rows went 24.2 -> 16.1 MiB.
-_HELD = ("seq", "timestamp", "type", "regime", "strategy", "tool", "vector")
-_DICTIONARY = {"outcome": pa.int8(), "importance": pa.int8(), "chain": pa.int32(),
-               "token_pair": pa.int32()}
+
+
+def stable_hash(id_: str) -> int:
+    """A 64-bit hash of an id that is the same in every process (``hash`` is salted per
+    process): the lookup is persisted beside the table (``episodes.sidecar``)."""
+    return int.from_bytes(hashlib.blake2b(id_.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+_id_hash = stable_hash  # a module attribute so a test can force collisions
+# The snapshot's per-row arrays (capacity rows each), as ``Allocate`` sees them.
+ARRAYS = ("codes", "scales", "type_code", "regime_code", "strategy_code", "tool_code",
+          "timestamp", "seq")
+# (name, current array, new capacity, rows to keep) -> an array of that capacity holding the
+# first rows of the current one: zeros in memory by default, file-backed in ``sidecar``.
+Allocate = Callable[[str, npt.NDArray[np.generic], int, int], npt.NDArray[np.generic]]
+
+
+def allocate_in_memory(name: str, a: npt.NDArray[G], capacity: int, keep: int) -> npt.NDArray[G]:
+    out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+    out[:keep] = a[:keep]
+    return out
 
 
 @dataclass(frozen=True)
@@ -113,7 +128,7 @@ class Snapshot:
     tool_code: npt.NDArray[np.int32]
     timestamp: npt.NDArray[np.int64]
     seq: npt.NDArray[np.int64]
-    chunks: tuple[pa.Table, ...]  # flushed rows, without the ``_HELD`` columns
+    chunks: tuple[pa.Table, ...]  # flushed rows, without the columns held here (``chunks.HELD``)
     chunk_starts: tuple[int, ...]
     flushed: int
     pending: tuple[Episode, ...] = field(default=())
@@ -194,8 +209,11 @@ class IdLookup:
 class EpisodeIndex:
     """See the module docstring. Writer methods: ``add``, ``mark_flushed``."""
 
-    def __init__(self, dim: int, capacity: int = MIN_CAPACITY) -> None:
+    def __init__(self, dim: int, capacity: int = MIN_CAPACITY,
+                 allocate: Allocate = allocate_in_memory) -> None:
         self.dim = dim
+        self.allocate = allocate
+        self._ordered = (0, True)  # (rows checked, timestamps non-decreasing over them)
         capacity = max(MIN_CAPACITY, capacity)
         self.lookup = IdLookup(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         self.refs: dict[str, list[int]] = {}
@@ -240,17 +258,9 @@ class EpisodeIndex:
             while capacity < need:
                 capacity += capacity // 4
 
-        def grow(a: npt.NDArray[G]) -> npt.NDArray[G]:
-            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
-            out[: snap.n] = a[: snap.n]
-            return out
-
-        return Snapshot(
-            snap.n, grow(snap.codes), grow(snap.scales), grow(snap.type_code),
-            grow(snap.regime_code), grow(snap.strategy_code), grow(snap.tool_code),
-            grow(snap.timestamp), grow(snap.seq), snap.chunks, snap.chunk_starts,
-            snap.flushed, snap.pending, snap.pending_vectors,
-        )
+        grown = {name: self.allocate(name, getattr(snap, name), capacity, snap.n)
+                 for name in ARRAYS}
+        return dataclasses.replace(snap, **grown)  # type: ignore[arg-type]
 
     def add(self, episodes: Sequence[Episode], seqs: Sequence[int], vectors: F32) -> None:
         """Append buffered rows: written past ``n``, then one new snapshot is published."""
@@ -332,7 +342,7 @@ class EpisodeIndex:
         snap.tool_code[:n] = self._string_codes("tool", table["tool"])
         snap.timestamp[:n] = table["timestamp"].to_numpy()
         snap.seq[:n] = table["seq"].to_numpy()
-        chunks, starts = _append_chunk((), (), table)
+        chunks, starts = append_chunk((), (), table)
         self.snap = Snapshot(n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
                              chunks, starts, n, ())
@@ -356,10 +366,38 @@ class EpisodeIndex:
         codes[pc.is_null(indices).to_numpy(zero_copy_only=False)] = -1
         return codes
 
+    def adopt(self, snap: Snapshot, lookup: IdLookup, names: dict[str, list[str]]) -> None:
+        """Install a state read back from disk (``sidecar``) into an empty index: ``snap``
+        (every row flushed), its id lookup and the strategy/tool names of its codes."""
+        if self.snap.n:
+            raise ValueError("adopt() needs an empty index")
+        self._names = {kind: list(names.get(kind, ())) for kind in self._names}
+        self._codes = {kind: {v: i for i, v in enumerate(values)}
+                       for kind, values in self._names.items()}
+        self.snap, self.lookup = snap, lookup
+        for chunk, start in zip(snap.chunks, snap.chunk_starts, strict=True):
+            if "ref" not in chunk.column_names:
+                continue
+            refs = chunk.column("ref")
+            at = pc.indices_nonzero(pc.is_valid(refs))
+            for i, ref in zip(at.to_pylist(), refs.take(at).to_pylist(), strict=True):
+                self.refs.setdefault(ref, []).append(start + i)
+
+    def names(self) -> dict[str, list[str]]:
+        """The strategy and tool values of the codes, in code order (copies)."""
+        return {kind: list(values) for kind, values in self._names.items()}
+
+    def replace_chunks(self, chunks: tuple[pa.Table, ...]) -> None:
+        """Publish the same rows held elsewhere (memory-mapped copies, ``sidecar``)."""
+        snap = self.snap
+        if [c.num_rows for c in chunks] != [c.num_rows for c in snap.chunks]:
+            raise ValueError("replace_chunks() needs the same chunk sizes")
+        self.snap = dataclasses.replace(snap, chunks=chunks)
+
     def mark_flushed(self, count: int, rows: pa.Table) -> None:
         """The first ``count`` buffered rows are in LanceDB: keep them as Arrow ``rows``."""
         snap = self.snap
-        chunks, starts = _append_chunk(snap.chunks, snap.chunk_starts, rows)
+        chunks, starts = append_chunk(snap.chunks, snap.chunk_starts, rows)
         rest = pending_vectors(snap)[count:]
         self.snap = Snapshot(snap.n, snap.codes, snap.scales, snap.type_code, snap.regime_code,
                              snap.strategy_code, snap.tool_code, snap.timestamp, snap.seq,
@@ -437,6 +475,27 @@ class EpisodeIndex:
         found = top if positions is None else positions[top]
         return [(int(p), float(scores[t])) for p, t in zip(found, top, strict=True)]
 
+    def newest(self, snap: Snapshot, positions: npt.NDArray[np.intp], n: int
+               ) -> npt.NDArray[np.intp]:
+        """The ``n`` newest of ``positions`` (ascending, < snap.n) by timestamp, append order
+        breaking ties, oldest first: the last ``n`` when the rows were appended in time
+        order (an agent writing as it goes; ``time_ordered``), else a sort of them all
+        (0.1 s at 1M rows, for every ``recent`` a curator cycle asks)."""
+        if self.time_ordered(snap):
+            return positions[-n:] if n else positions[:0]
+        return positions[np.lexsort((positions, snap.timestamp[positions]))[-n:]]
+
+    def time_ordered(self, snap: Snapshot) -> bool:
+        """Whether no row's timestamp is below an earlier row's, over ``snap``'s rows;
+        checked on the rows added since the last call only (rows never change)."""
+        checked, ordered = self._ordered
+        if snap.n <= checked or not ordered:
+            return ordered or snap.n <= 1
+        ts = snap.timestamp[max(0, checked - 1):snap.n]
+        ordered = bool((ts[1:] >= ts[:-1]).all())
+        self._ordered = (snap.n, ordered)  # one assignment: readers race harmlessly
+        return ordered
+
     def seq_to_pos(self, snap: Snapshot, seq: int) -> int | None:
         n = snap.n
         pos = int(np.searchsorted(snap.seq[:n], seq))
@@ -462,7 +521,7 @@ class EpisodeIndex:
                 held = self._held(snap, [positions[slot] for slot, _, _ in flushed])
                 # chunks may lack different all-null columns: "default" fills them with nulls
                 table = pa.concat_tables(parts, promote_options="default")
-                rows = episodes_from_arrow(table, _with_absent(table, held))
+                rows = episodes_from_arrow(table, with_absent(table, held))
                 for (slot, _, _), ep in zip(flushed, rows, strict=True):
                     out[slot] = ep
         else:
@@ -472,13 +531,13 @@ class EpisodeIndex:
             for c, wanted in by_chunk.items():
                 taken = snap.chunks[c].take(pa.array([off for _, off in wanted], pa.int64()))
                 held = self._held(snap, [positions[slot] for slot, _ in wanted])
-                converted = episodes_from_arrow(taken, _with_absent(taken, held))
+                converted = episodes_from_arrow(taken, with_absent(taken, held))
                 for (slot, _), ep in zip(wanted, converted, strict=True):
                     out[slot] = ep
         return [ep for ep in out if ep is not None]
 
     def _held(self, snap: Snapshot, positions: list[int]) -> dict[str, list[object]]:
-        """The columns left out of the Arrow rows (``_HELD``), rebuilt from the codes."""
+        """The columns left out of the Arrow rows (``chunks.HELD``), rebuilt from the codes."""
         at = np.asarray(positions, dtype=np.intp)
         strategies, tools = self._names["strategy"], self._names["tool"]
         return {
@@ -505,42 +564,3 @@ def _enum_codes(column: pa.ChunkedArray, values: list[str]) -> npt.NDArray[np.in
     codes = pc.fill_null(pc.index_in(column, value_set=pa.array(values)), -1)
     out: npt.NDArray[np.int8] = codes.to_numpy().astype(np.int8)
     return out
-
-
-def _without_nulls(rows: pa.Table) -> pa.Table:
-    """Drop the columns that are null in every row (a null int64 column still holds 8 bytes
-    a row: tick_id, valid_from, valid_until, ref, thread ... are mostly unset); readers get
-    None for them (``_with_absent``). At 100k bench rows: 16.1 -> 11.8 MiB."""
-    empty = [f.name for f, column in zip(rows.schema, rows.columns, strict=True)
-             if f.name != "id" and rows.num_rows and column.null_count == rows.num_rows]
-    return rows.drop_columns(empty) if empty else rows
-
-
-def _with_absent(table: pa.Table, held: dict[str, list[object]]) -> dict[str, list[object]]:
-    """``held`` plus None for every row column a chunk dropped as all-null."""
-    present = set(table.column_names) | held.keys()
-    absent = [name for name in ROW_COLUMNS if name not in present]
-    return {**held, **{name: [None] * table.num_rows for name in absent}}
-
-
-def _append_chunk(
-    chunks: tuple[pa.Table, ...], starts: tuple[int, ...], rows: pa.Table
-) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
-    if rows.num_rows == 0:
-        return chunks, starts
-    start = starts[-1] + chunks[-1].num_rows if chunks else 0
-    rows = rows.drop_columns([c for c in _HELD if c in rows.column_names])
-    for name, index_type in _DICTIONARY.items():
-        i = rows.schema.get_field_index(name)
-        if i >= 0 and not pa.types.is_dictionary(rows.schema.field(i).type):
-            rows = rows.set_column(i, name, pc.cast(rows.column(i),
-                                                    pa.dictionary(index_type, pa.string())))
-    new_chunks = [*chunks, _without_nulls(rows.combine_chunks())]
-    new_starts = [*starts, start]
-    while (len(new_chunks) >= 2
-           and new_chunks[-1].num_rows >= _MERGE_RATIO * new_chunks[-2].num_rows):
-        last = new_chunks.pop()
-        new_starts.pop()
-        merged = pa.concat_tables([new_chunks[-1], last], promote_options="default")
-        new_chunks[-1] = _without_nulls(merged.combine_chunks())
-    return tuple(new_chunks), tuple(new_starts)

@@ -302,6 +302,24 @@ class LanceEpisodes:
         except _LANCE_ERRORS as exc:
             raise StoreError(f"cannot read the episode table's vectors: {exc}") from exc
 
+    def rows_after(self, max_seq: int) -> tuple[int, int, pa.Table]:
+        """(version, rows in the table, the rows with ``seq > max_seq`` with their vectors)
+        at one version: what an open applies on top of the saved index (``sidecar``)."""
+        if self._table is None:
+            return 0, 0, self.schema.empty_table()
+        have = set(self._table.schema.names)
+        columns = [f.name for f in self.schema if f.name in have]
+        try:
+            if self.read_only:
+                self._table.checkout_latest()
+                self._table.checkout(self._table.version)
+            total = int(self._table.count_rows())
+            rows: pa.Table = (self._table.search().where(f"seq > {int(max_seq)}")
+                              .select(columns).limit(None).to_arrow())
+            return int(self._table.version), total, rows
+        except _LANCE_ERRORS as exc:
+            raise StoreError(f"cannot read the episode table: {exc}") from exc
+
     @property
     def table(self) -> Any:
         """The LanceDB table itself, for benchmarks and diagnostics only."""

@@ -1,18 +1,16 @@
 """The episodic store: append-only episodes in LanceDB, durable writes, fast reads.
 
-Owns ``EpisodeStore`` (the API the facade, retrieval, distiller and curator
-use) and composes private parts, one module each (plus ``schema``,
-the row format and validation, and ``recovery``, the open procedure):
+Owns ``EpisodeStore`` (the API the facade, retrieval, distiller and curator use) and
+composes private parts, one module each (plus ``schema``, the row format and validation,
+and ``recovery``/``resume``, the open procedure):
 
-- ``journal``: apsw SQLite write-ahead journal (what makes ``append``
-  durable: LanceDB never fsyncs);
-- ``lance``: the LanceDB table, written in batches, fsync'd after
-  every write, compacted when its data files or versions reach ``max_files``
-  or every ``compact_every_appends`` flushes (one ``add()`` per row made a version
-  and a fragment per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
-- ``index``: the in-memory read side (vector matrix, prefilter
-  columns, rows), rebuilt from LanceDB on open;
-- ``text``: in-memory BM25 over the texts, rebuilt on open.
+- ``journal``: apsw SQLite write-ahead journal (what makes ``append`` durable: LanceDB
+  never fsyncs);
+- ``lance``: the LanceDB table, written in batches, fsync'd after every write, compacted
+  when its data files or versions reach ``max_files`` or every ``compact_every_appends``
+  flushes (one ``add()`` per row: 219 s and 4.4 GB for 10k rows, MEASUREMENTS.md);
+- ``index``: the read side (int8 vectors, prefilter columns, rows) and ``text`` (BM25),
+  saved beside the table (``sidecar``) so an open reads only the rows after the save.
 
 Write path (one writer thread): ``append`` validates, commits the rows to the
 journal (fsync), then makes them visible in memory; ``flush`` moves buffered
@@ -26,14 +24,13 @@ the union is loaded into memory. Such a store is a snapshot taken at open:
 rows the writer appends later are not seen until it is opened again. Every
 write method raises NotAvailableError.
 
-Reads (any thread, no lock) see buffered rows too and never touch LanceDB or
-SQLite. Measured on this machine (scripts/bench_stores.py --part episodes, 10k rows):
-top-10 search ~0.5-2.5 ms in memory against 30-45 ms for LanceDB's flat
-search; BM25 ~1.6 ms against 8 ms (FTS5) and 13 ms (LanceDB FTS); get by id
-0.2-0.4 ms against 10-15 ms; a durable single append ~1 ms. Per-episode mutable
-bookkeeping (consolidated flag, access counts) is not kept here: episodes are
-append-only; the semantic store holds that. This module must not import other
-stores, retrieval or the curator.
+Reads (any thread, no lock) see buffered rows too and touch LanceDB only through its
+vector and FTS indexes past their thresholds (``ann``, ``words``); below them, search is
+in memory (scripts/bench_stores.py --part episodes, 10k rows: top-10 ~0.5-2.5 ms against
+30-45 ms for LanceDB's flat search; BM25 ~1.6 ms against 13 ms for LanceDB FTS).
+Per-episode mutable bookkeeping (consolidated flag, access counts) is not kept here:
+episodes are append-only; the semantic store holds that. This module must not import
+other stores, retrieval or the curator.
 """
 
 from __future__ import annotations
@@ -63,6 +60,7 @@ from grimoire.logs import get_logger
 from grimoire.records import Episode, EpisodeType
 from grimoire.runtime.memory import release_free_memory
 from grimoire.stores.episodes.ann import AnnIndex, AnnSettings
+from grimoire.stores.episodes.fts import FtsSettings
 from grimoire.stores.episodes.index import (
     EpisodeFilter,
     EpisodeIds,
@@ -74,12 +72,14 @@ from grimoire.stores.episodes.journal import (
     JOURNAL_FILE,
     NEWEST_UNKNOWN,
     Journal,
+    JournalRow,
     read_journal,
     read_newest,
 )
 from grimoire.stores.episodes.lance import TABLE_DIR, LanceEpisodes
 from grimoire.stores.episodes.quantized import F32, QuantizedRows
-from grimoire.stores.episodes.recovery import load_read_only, recover
+from grimoire.stores.episodes.recovery import Recovery, recover
+from grimoire.stores.episodes.resume import load_index, save_index
 from grimoire.stores.episodes.schema import (
     check_k,
     check_vectors,
@@ -87,14 +87,15 @@ from grimoire.stores.episodes.schema import (
     validate_episode,
 )
 from grimoire.stores.episodes.select import find_ids
+from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar
 from grimoire.stores.episodes.text import TextIndex
+from grimoire.stores.episodes.words import Words
 
 __all__ = ["EpisodeFilter", "EpisodeStore"]
 
 log = get_logger(__name__)
 LOCK_FILE = "episodes.lock"
 SCAN_CHUNK = 1000
-# The row fields ``find_ids`` reads a quoted name in.
 
 
 class EpisodeStore:
@@ -112,20 +113,19 @@ class EpisodeStore:
         self._journal = journal
         self._lance = lance
         self._lock_fd = lock_fd
-        self._index = EpisodeIndex(dim)
-        self._text = TextIndex()
+        self._sidecar = Sidecar(directory, model_id=model_id, dim=dim, read_only=journal is None)
+        self._index = EpisodeIndex(dim, allocate=self._sidecar.allocate)
         self._write_lock = threading.RLock()
+        self._words = Words(FtsSettings.of(config), TextIndex(), self._write_lock,
+                            directory / INDEX_DIR / "fts.json", lance.table)
         self._next_seq = 0
         self._buffer_since: int | None = None
         self._release_upto: int | None = None  # written to LanceDB, journal rows not dropped
         self._flushes_since_compact = 0
         self._last_compact: dict[str, Any] | None = None
         self._closed = False
-        self._ann = AnnIndex(AnnSettings(
-            threshold=config.ann_threshold, nprobes=config.ann_nprobes,
-            refine=config.ann_refine, min_recall=config.ann_min_recall,
-            recall_queries=config.ann_recall_queries,
-            refresh_fraction=config.ann_refresh_fraction))
+        self._ann = AnnIndex(AnnSettings.of(config), directory / INDEX_DIR / "ann.json",
+                             lance.table)
 
     @classmethod
     def open(cls, directory: Path, *, model_id: str, dim: int, config: EpisodesConfig,
@@ -171,7 +171,7 @@ class EpisodeStore:
             journal.record_identity(model_id, dim)
             store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
                         journal=journal, lance=lance, lock_fd=lock_fd)
-            result = recover(lance, journal, store._index, store._text)
+            result = store._recover(journal.pending())
             store._next_seq = result.next_seq
             newest = store.recent(1)
             journal.note_newest(newest[0].timestamp if newest else None)
@@ -197,12 +197,18 @@ class EpisodeStore:
         lance = LanceEpisodes(directory, model_id=model_id, dim=dim, read_only=True)
         store = cls(directory, model_id=model_id, dim=dim, config=config, clock=clock,
                     journal=None, lance=lance, lock_fd=-1)
-        result = load_read_only(lance, pending, store._index, store._text)
+        result = store._recover(pending)
         store._next_seq = result.next_seq
         log.info("episodes.open", directory=str(directory), rows=store._index.snap.n,
                  journal_rows=result.replayed, read_only=True,
                  seconds=round(time.perf_counter() - started, 3))
         return store
+
+    def _recover(self, pending: list[JournalRow]) -> Recovery:
+        self._index, self._words.text, result = load_index(
+            self._lance, self._journal, pending, self._sidecar, self.dim,
+            text_below=self._config.fts_threshold)
+        return result
 
     @staticmethod
     def newest_on_disk(directory: Path) -> tuple[bool, int | None]:
@@ -221,8 +227,7 @@ class EpisodeStore:
                 "read-only; only the process that owns it (the daemon) writes")
 
     @property
-    def _wal(self) -> Journal:
-        """The journal of a writable store (read-only stores have none)."""
+    def _wal(self) -> Journal:  # the journal of a writable store (read-only ones have none)
         assert self._journal is not None
         return self._journal
 
@@ -253,7 +258,7 @@ class EpisodeStore:
             seqs = list(range(self._next_seq, self._next_seq + len(batch)))
             self._wal.write(batch, seqs, vecs)  # durable from here on
             self._next_seq += len(batch)
-            self._text.add(self._index.snap.n, [ep.text for ep in batch])  # before publishing
+            self._words.add(self._index.snap.n, [ep.text for ep in batch])  # before publishing
             self._index.add(batch, seqs, vecs)
             now = self._clock()
             if self._buffer_since is None:
@@ -307,6 +312,9 @@ class EpisodeStore:
             self._wal.release(self._release_upto)
             self._release_upto = None
         if count:
+            if self._index.snap.flushed >= self._sidecar.saved_rows + self._config.index_save_rows:
+                save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             self._flushes_since_compact += 1
             log.debug("episodes.flush", rows=count,
                       seconds=round(time.perf_counter() - started, 4))
@@ -357,11 +365,15 @@ class EpisodeStore:
             wanted = sorted(set(ids))
             found = sum(1 for id_ in wanted if self._index.find(id_) is not None)
             self._flush_locked()
+            self._sidecar.drop()  # stale from here on
             self._lance.rewrite_without(wanted)
             self._wal.erase(wanted)
-            index, text = EpisodeIndex(self.dim), TextIndex()
+            index = EpisodeIndex(self.dim, allocate=self._sidecar.allocate)
+            text = TextIndex()
             result = recover(self._lance, self._wal, index, text)
-            self._index, self._text = index, text
+            self._index, self._words.text = index, text
+            save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             self._next_seq = max(self._next_seq, result.next_seq)
             release_free_memory()
             log.info("episodes.erase", asked=len(wanted), erased=found, rows=index.snap.n)
@@ -408,41 +420,29 @@ class EpisodeStore:
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
 
     def _ann_search(self, snap: Snapshot, query: F32, k: int) -> list[tuple[int, float]] | None:
-        """Top-k through LanceDB's vector index (``episodes_ann``), rescored with the
-        in-memory rows; the buffered rows are scored exactly. None if LanceDB failed."""
-        table = self._lance.table
-        if table is None:
-            return None
-        try:
-            found = self._ann.candidates(table, query, k,
-                                         lambda seq: self._index.seq_to_pos(snap, seq))
-        except (OSError, ValueError, RuntimeError) as exc:
-            log.warning("episodes.ann.search.failed", error=str(exc))
-            return None
-        found.extend(range(snap.flushed, snap.n))
-        if not found:
-            return []
-        positions = np.unique(np.asarray(found, dtype=np.intp))
-        scores = snap.rows().take(positions) @ query
-        order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
-        return [(int(positions[i]), float(scores[i])) for i in order]
+        return self._ann.search(self._lance.table, self._index, snap, query, k)
 
     def ann_due(self) -> bool:
         """Whether :meth:`refresh_ann` would build or rebuild LanceDB's vector index."""
-        return not self.read_only and self._ann.due(self._index.snap.flushed)
+        flushed = self._index.snap.flushed
+        return not self.read_only and (self._ann.due(flushed) or self._words.fts.due(flushed))
 
     def refresh_ann(self) -> dict[str, Any] | None:
-        """Build or rebuild LanceDB's vector index past ``episodes.ann_threshold`` rows and
-        measure its recall@10 against the exact search; None when not due. Call it off the
-        write path (the daemon's background thread): it takes no write lock."""
+        """Build LanceDB's FTS index past ``episodes.fts_threshold`` rows (``words``), its
+        vector index past ``ann_threshold`` (recall@10 against exact search measured); None
+        when neither was due. Off the write path (daemon's background thread): no lock."""
         if self.read_only:
             return None
+        fts = self._words.refresh(self._lance.table, self._index)
         snap = self._index.snap
-        return self._ann.refresh(
+        ann = self._ann.refresh(
             self._lance.table, snap.flushed, self.dim,
             exact=lambda q, k: self._index.search(snap, q, k, None),
             indexed=lambda q, k: self._ann_search(snap, q, k) or [],
             stored=lambda positions: snap.rows()[positions])
+        if ann is not None:
+            self._sidecar.release()  # the recall check read every row
+        return None if ann is None and fts is None else {**(ann or {}), "fts": fts}
 
     def text_search(self, query: str, k: int, filters: EpisodeFilter | None = None,
                     ) -> list[tuple[Episode, float]]:
@@ -452,7 +452,7 @@ class EpisodeStore:
             raise ValidationError("must be a string", field="query")
         self._check_filter(filters)
         snap = self._index.snap  # before the text snapshot: it covers every row below n
-        hits = self._text.search(snap.n, query, k, self._index.mask(snap, filters))
+        hits = self._words.search(self._lance.table, self._index, snap, query, k, filters)
         episodes = self._index.episodes(snap, [p for p, _ in hits])
         return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
 
@@ -467,8 +467,7 @@ class EpisodeStore:
         positions = self._positions(snap, flt)
         if n == 0 or positions.size == 0:
             return []
-        order = np.lexsort((positions, snap.timestamp[positions]))[-n:]
-        return self._index.episodes(snap, positions[order].tolist())
+        return self._index.episodes(snap, self._index.newest(snap, positions, n).tolist())
 
     def recent_rows(self, n: int, *, since: int | None = None
                     ) -> tuple[list[str], npt.NDArray[np.int64], F32]:
@@ -479,7 +478,7 @@ class EpisodeStore:
         positions = self._positions(snap, EpisodeFilter(since_ms=since))
         if n == 0 or positions.size == 0:
             return [], np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
-        chosen = positions[np.lexsort((positions, snap.timestamp[positions]))[-n:]]
+        chosen = self._index.newest(snap, positions, n)
         return ([snap.id_at(int(p)) for p in chosen], snap.timestamp[chosen].astype(np.int64),
                 snap.rows()[chosen.tolist()])
 
@@ -541,13 +540,14 @@ class EpisodeStore:
             "disk_bytes": files["bytes"] + journal_bytes,
             "index_bytes": int(snap.codes.nbytes + snap.scales.nbytes
                                + sum(c.nbytes for c in snap.chunks)
-                               + self._text.nbytes),
+                               + self._words.nbytes),
             "flushes_since_compact": self._flushes_since_compact,
             "last_compact": self._last_compact,
             "embedding_model": self.model_id,
             "embedding_dim": self.dim,
             "read_only": self.read_only,
             "ann": self._ann.stats(),
+            "fts": self._words.fts.stats(),
         }
 
     def lance_table(self) -> Any:
@@ -580,6 +580,8 @@ class EpisodeStore:
                 return
             try:
                 self._flush_locked()
+                save_index(self._sidecar, self._index, self._lance,
+                           self._words.saved(self._index.snap.flushed))
             finally:
                 self._closed = True
                 try:

@@ -38,6 +38,7 @@ K1 = 1.2
 B = 0.75
 MIN_DELTA = 1024
 MAX_QUERY_TERMS = 64
+LOAD_BATCH = 65_536  # texts tokenized at a time by ``load``
 _WORD = re.compile(r"\w+")
 
 
@@ -141,12 +142,23 @@ class TextIndex:
         n = len(texts)
         if n == 0:
             return
-        terms, docs, tfs, lengths = self._pairs(texts, 0)
-        starts = np.searchsorted(terms, np.arange(len(self.vocab) + 1)).astype(np.int64)
+        # A batch of texts at a time: tokenizing all at once held a Python string per token
+        # (~10M at 1M rows, over a GiB) where the batches' numpy pairs hold 12 bytes each.
         store = np.zeros(max(1024, n + n // 4), np.float32)
-        store[:n] = lengths
-        self.snap = TextSnapshot(n, starts, docs.astype(np.int32), tfs.astype(np.float32),
-                                 {}, store)
+        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                          npt.NDArray[np.float32]]] = []
+        for first in range(0, n, LOAD_BATCH):
+            batch = texts[first:first + LOAD_BATCH]
+            terms, docs, tfs, lengths = self._pairs(batch, first)
+            store[first:first + len(batch)] = lengths
+            parts.append((terms.astype(np.int32), docs.astype(np.int32), tfs.astype(np.float32)))
+        all_terms = np.concatenate([p[0] for p in parts])
+        order = np.argsort(all_terms, kind="stable")  # batches ascend by row: docs stay ordered
+        all_docs = np.concatenate([p[1] for p in parts])[order]
+        all_tfs = np.concatenate([p[2] for p in parts])[order]
+        starts = np.searchsorted(all_terms[order], np.arange(len(self.vocab) + 1)
+                                 ).astype(np.int64)
+        self.snap = TextSnapshot(n, starts, all_docs, all_tfs, {}, store)
 
     def add(self, first: int, texts: list[str]) -> None:
         """Index rows ``first .. first+len(texts)`` (call before they are published)."""

@@ -77,6 +77,11 @@ def test_past_the_threshold_the_index_is_built_measured_and_used(tmp_path: Path)
         exact = store.search(vectors[42], 10, EpisodeFilter())  # a filter: the exact path
         indexed = store.search(vectors[42], 10)
         assert [e.id for e, _ in indexed][:5] == [e.id for e, _ in exact][:5]
+    with open_store(tmp_path) as store:  # the build's measure is kept: no rebuild on open
+        ann = store.stats()["ann"]
+        assert ann["used"] is True and ann["indexed_rows"] == N
+        assert not store.ann_due()
+        assert store.search(vectors[17], 1)[0][0].id == "e-17"
 
 
 def test_an_index_below_the_minimum_recall_is_not_used(tmp_path: Path) -> None:

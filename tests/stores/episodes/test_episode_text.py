@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,3 +103,23 @@ def test_incremental_index_equals_batch_build(corpus: list[str], loaded: int, ba
         np.testing.assert_allclose(sorted(s for _, s in got),
                                    sorted(s for _, s in prefix.search(n, query, 100, None)),
                                    rtol=1e-6)
+
+
+def test_a_load_in_batches_builds_the_postings_of_one_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load`` tokenizes ``LOAD_BATCH`` texts at a time (memory at 1M rows); batches of 7
+    give the same postings and scores as one batch."""
+    from grimoire.stores.episodes import text as text_module
+
+    docs = [f"swap {i % 5} on pool{i % 3} costs fees {'high' if i % 4 else 'low'}"
+            for i in range(50)]
+    whole = TextIndex()
+    whole.load(pa.array(docs))
+    monkeypatch.setattr(text_module, "LOAD_BATCH", 7)
+    batched = TextIndex()
+    batched.load(pa.array(docs))
+    assert batched.vocab == whole.vocab
+    for attr in ("starts", "docs", "tfs"):
+        assert np.array_equal(getattr(batched.snap, attr), getattr(whole.snap, attr))
+    assert batched.search(50, "pool1 low fees", 10, None) == whole.search(50, "pool1 low fees",
+                                                                           10, None)
