@@ -22,6 +22,13 @@ Parts (``--part``; the code is in ``scripts/benches/``):
   recover.
 
     python scripts/bench_privacy.py --part faults
+
+- ``redo``: what the second copy of each acknowledged write (``grimoire.stores.redo``)
+  costs: ``episode.write`` p50, batched ingest, ``entry.add`` and ``kg.assert`` p50, the
+  disk it takes; ``--baseline DIR`` (a checkout of the code before) runs both,
+  alternating.
+
+    python scripts/bench_privacy.py --part redo --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -38,4 +45,5 @@ from benches import dispatch
 if __name__ == "__main__":
     raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget",
                                                   "redact": "benches.redact",
-                                                  "faults": "benches.faults"}))
+                                                  "faults": "benches.faults",
+                                                  "redo": "benches.redo_cost"}))
