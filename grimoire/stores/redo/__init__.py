@@ -73,10 +73,6 @@ class Redo:
         finally:
             self.semantic.forgetting = self.graph.forgetting = False
 
-    def stats(self) -> dict[str, Any]:
-        return {name: {"bytes": log.size_bytes(), "last": log.last_seq}
-                for name, log in self.logs().items()}
-
     def close(self) -> None:
         self.semantic.close()
         self.graph.close()

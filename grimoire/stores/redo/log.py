@@ -23,7 +23,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,24 +122,35 @@ def _frame(record: Any) -> bytes:
 
 
 def _frames(path: Path) -> Iterator[tuple[int, int, Any]]:
-    """(offset, end, record) of every whole frame, stopping at the first torn one."""
+    """(offset, end, record) of every whole frame, stopping at the first torn one; read a
+    frame at a time (a log can be large before its first backup)."""
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
-    at = 0
-    while at + _FRAME.size <= len(data):
-        size, crc = _FRAME.unpack_from(data, at)
-        payload = data[at + _FRAME.size:at + _FRAME.size + size]
-        if len(payload) != size or zlib.crc32(payload) != crc:
-            return
-        try:
-            record = decode(payload)
-        except (StoreError, struct.error, UnicodeDecodeError, ValueError):
-            return
-        end = at + _FRAME.size + size
-        yield at, end, record
-        at = end
+    with f:
+        at = 0
+        while True:
+            head = f.read(_FRAME.size)
+            if len(head) < _FRAME.size:
+                return
+            size, crc = _FRAME.unpack(head)
+            payload = f.read(size)
+            if len(payload) != size or zlib.crc32(payload) != crc:
+                return
+            try:
+                record = decode(payload)
+            except (StoreError, struct.error, UnicodeDecodeError, ValueError):
+                return
+            end = at + _FRAME.size + size
+            yield at, end, record
+            at = end
+
+
+def _records(path: Path) -> Iterator[tuple[int, list[Any]]]:
+    for _, _, (seq, ops) in _frames(path):
+        if seq != 0:
+            yield int(seq), ops
 
 
 def read_records(path: Path) -> tuple[dict[str, Any], list[tuple[int, list[Any]]]]:
@@ -152,6 +163,11 @@ def read_records(path: Path) -> tuple[dict[str, Any], list[tuple[int, list[Any]]
         else:
             records.append((int(seq), ops))
     return header, records
+
+
+def _open_rw(path: Path) -> Any:
+    """``path`` opened for reading and writing, created owner-only (0600) if absent."""
+    return os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -179,7 +195,7 @@ class RedoLog:
         self.header: dict[str, Any] = header or {"store": store, "fresh": fresh}
         self.last_seq = last
         try:
-            self._file = open(path, "r+b" if path.exists() else "w+b")  # noqa: SIM115
+            self._file = _open_rw(path)
             self._file.truncate(end)  # a torn tail: an append a crash cut short
             self._file.seek(end)
             if header is None:
@@ -220,29 +236,26 @@ class RedoLog:
             self._undo_at = None
             self.last_seq = seq - 1
 
-    def records(self) -> list[tuple[int, list[Any]]]:
-        with self._lock:
-            self._file.flush()
-            return read_records(self.path)[1]
-
-    def rewrite(self, keep: Iterable[tuple[int, list[Any]]]) -> None:
-        """Put a log holding the header and ``keep`` in place of this one (atomic)."""
-        with self._lock:
-            self._rewrite_locked(keep)
-
-    def _rewrite_locked(self, keep: Iterable[tuple[int, list[Any]]]) -> None:
+    def _rewrite_locked(self, keep: Iterable[tuple[int, list[Any]]],
+                        changed: Callable[[], bool] = lambda: True) -> None:
+        """Write the header and ``keep`` (streamed from this file) to a new file; put it in
+        place of this one if ``changed()`` says so once all is written (atomic)."""
         fresh = self.path.with_name(self.path.name + ".new")
         try:
-            with open(fresh, "wb") as out:
+            with _open_rw(fresh) as out:
+                out.truncate(0)
                 out.write(_frame([0, self.header]))
                 for seq, ops in keep:
                     out.write(_frame([seq, ops]))
                 out.flush()
                 os.fsync(out.fileno())
+            if not changed():
+                fresh.unlink()
+                return
             self._file.close()
             os.replace(fresh, self.path)
             _fsync_dir(self.path.parent)
-            self._file = open(self.path, "r+b")  # noqa: SIM115
+            self._file = _open_rw(self.path)
             self._file.seek(0, os.SEEK_END)
         except OSError as exc:
             raise StoreError(f"redo log {self.path}: rewrite failed: {exc}") from exc
@@ -252,50 +265,57 @@ class RedoLog:
         """Drop the records a backup covers (``seq <= upto``); returns how many."""
         with self._lock:
             self._file.flush()
-            records = read_records(self.path)[1]
-            keep = [(s, ops) for s, ops in records if s > upto]
-            if len(keep) != len(records):
-                self.header = {**self.header, "fresh": False, "pruned_to": upto}
-                self._rewrite_locked(keep)
-            return len(records) - len(keep)
+            first = next(_records(self.path), None)
+            if first is None or first[0] > upto:
+                return 0
+            dropped = [0]
+
+            def keep() -> Iterator[tuple[int, list[Any]]]:
+                for seq, ops in _records(self.path):
+                    if seq > upto:
+                        yield seq, ops
+                    else:
+                        dropped[0] += 1
+
+            self.header = {**self.header, "fresh": False, "pruned_to": upto}
+            self._rewrite_locked(keep())
+            return dropped[0]
 
     def drop_after(self, seq: int) -> int:
         """Drop records past ``seq`` (appended, then their transaction never committed)."""
         with self._lock:
             self._file.flush()
-            records = read_records(self.path)[1]
-            keep = [(s, ops) for s, ops in records if s <= seq]
-            if len(keep) != len(records):
-                self._rewrite_locked(keep)
-                self.last_seq = max([seq for seq, _ in keep], default=0)
-            return len(records) - len(keep)
+            if self.last_seq <= seq:
+                return 0
+            before = self.last_seq
+            self._rewrite_locked((s, ops) for s, ops in _records(self.path) if s <= seq)
+            self.last_seq = seq
+            return before - seq
 
     def scrub(self, redact: Redactor) -> int:
         """Rewrite the file with ``redact`` applied to every op (``forget``); returns the
-        ops changed."""
+        ops changed. Two streamed passes: ``redact.learn``, then the rewrite."""
         if not redact:
             return 0
         with self._lock:
             self._file.flush()
-            records = read_records(self.path)[1]
-            for _, ops in records:
+            for _, ops in _records(self.path):
                 for op in ops:
                     redact.learn(op)
-            out, changed = [], 0
-            for seq, ops in records:
-                if ops and ops[0][0] == FORGET:  # a forget's own erase: its tombstone,
-                    out.append((seq, ops[:1]))  # applied again after a repair, redoes it
-                    changed += len(ops) - 1
-                    continue
-                new = [redact.op(op) for op in ops]
-                changed += sum(a != b for a, b in zip(new, ops, strict=True))
-                out.append((seq, new))
-            if changed:
-                self._rewrite_locked(out)
-            return changed
+            changed = [0]
 
-    def size_bytes(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+            def out() -> Iterator[tuple[int, list[Any]]]:
+                for seq, ops in _records(self.path):
+                    if ops and ops[0][0] == FORGET:  # a forget's own erase: its tombstone,
+                        changed[0] += len(ops) - 1  # applied again after a repair, redoes
+                        yield seq, ops[:1]  # it
+                        continue
+                    new = [redact.op(op) for op in ops]
+                    changed[0] += sum(a != b for a, b in zip(new, ops, strict=True))
+                    yield seq, new
+
+            self._rewrite_locked(out(), lambda: changed[0] > 0)
+            return changed[0]
 
     def close(self) -> None:
         with self._lock:
