@@ -3,7 +3,8 @@
 A record is ``[seq, ops]``; ``seq`` numbers the store's write transactions from 1 and
 ``ops`` is what the store's adapter recorded (SQL statements, LMDB puts and deletes), each
 a list ``[kind, target, values...]`` (``target``: the SQL text or the LMDB database name,
-never changed by ``scrub``). A
+never changed by ``scrub``), stored encoded one by one (a record of a 1,000-episode batch
+holds thousands: ``scrub`` decodes only those whose raw bytes may hold what it seeks). A
 frame on disk is ``u32 length | u32 crc32 | payload``; a torn or damaged frame ends the
 log (a crash mid-append leaves at most the last record torn, and that transaction was
 never committed nor acknowledged). The first record (``seq`` 0) is the header: which
@@ -35,6 +36,7 @@ __all__ = ["FORGET", "Redactor", "RedoLog", "decode", "encode", "read_records"]
 #: only it, since the forget's tombstone, applied again after a repair, does the erase.
 FORGET = "forget"
 _FRAME = struct.Struct("<II")
+_FORGET_RAW = b"s" + struct.pack("<I", len(FORGET)) + FORGET.encode()
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
@@ -121,15 +123,14 @@ def _frame(record: Any) -> bytes:
     return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def _frames(path: Path) -> Iterator[tuple[int, int, Any]]:
-    """(offset, end, record) of every whole frame, stopping at the first torn one; read a
-    frame at a time (a log can be large before its first backup)."""
+def _payloads(path: Path) -> Iterator[bytes]:
+    """The payload of every whole frame, stopping at the first torn one; read a frame at a
+    time (a log can be large before its first backup)."""
     try:
         f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
     with f:
-        at = 0
         while True:
             head = f.read(_FRAME.size)
             if len(head) < _FRAME.size:
@@ -138,30 +139,36 @@ def _frames(path: Path) -> Iterator[tuple[int, int, Any]]:
             payload = f.read(size)
             if len(payload) != size or zlib.crc32(payload) != crc:
                 return
-            try:
-                record = decode(payload)
-            except (StoreError, struct.error, UnicodeDecodeError, ValueError):
-                return
-            end = at + _FRAME.size + size
-            yield at, end, record
-            at = end
+            yield payload
 
 
-def _records(path: Path) -> Iterator[tuple[int, list[Any]]]:
-    for _, _, (seq, ops) in _frames(path):
-        if seq != 0:
-            yield int(seq), ops
+def _frames(path: Path) -> Iterator[tuple[int, int, int, Any, bytes]]:
+    """(offset, end, seq, body, payload) of every whole frame (see ``_payloads``); the
+    body is the header's dict (seq 0) or the record's ops, each still encoded (a blob)."""
+    at = 0
+    for payload in _payloads(path):
+        try:
+            seq, body = decode(payload)
+        except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
+            return
+        end = at + _FRAME.size + len(payload)
+        yield at, end, int(seq), body, payload
+        at = end
+
+
+def _raw(payload: bytes) -> bytes:
+    return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def read_records(path: Path) -> tuple[dict[str, Any], list[tuple[int, list[Any]]]]:
     """The header and the ``(seq, ops)`` records of the log at ``path`` (read only)."""
     header: dict[str, Any] = {}
     records: list[tuple[int, list[Any]]] = []
-    for _, _, (seq, ops) in _frames(path):
+    for _, _, seq, body, _ in _frames(path):
         if seq == 0:
-            header = ops
+            header = body
         else:
-            records.append((int(seq), ops))
+            records.append((seq, [decode(blob) for blob in body]))
     return header, records
 
 
@@ -187,11 +194,11 @@ class RedoLog:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         end, last = 0, 0
         header = None
-        for _, stop, (seq, ops) in _frames(path):
+        for _, stop, seq, body, _ in _frames(path):
             end = stop
             if seq == 0:
-                header = ops
-            last = max(last, int(seq))
+                header = body
+            last = max(last, seq)
         self.header: dict[str, Any] = header or {"store": store, "fresh": fresh}
         self.last_seq = last
         try:
@@ -212,7 +219,8 @@ class RedoLog:
 
     def append(self, seq: int, ops: Sequence[Any]) -> None:
         """Append record ``seq`` and make it durable (one fdatasync)."""
-        frame = _frame([seq, list(ops)])
+        frame = _frame([seq, [encode(op) for op in ops]])  # each op its own blob: scrub
+        # looks at an op's raw bytes and decodes only the ops that may hold what it seeks
         with self._lock:
             at = self._file.tell()
             try:
@@ -236,17 +244,17 @@ class RedoLog:
             self._undo_at = None
             self.last_seq = seq - 1
 
-    def _rewrite_locked(self, keep: Iterable[tuple[int, list[Any]]],
+    def _rewrite_locked(self, frames: Iterable[bytes],
                         changed: Callable[[], bool] = lambda: True) -> None:
-        """Write the header and ``keep`` (streamed from this file) to a new file; put it in
-        place of this one if ``changed()`` says so once all is written (atomic)."""
+        """Write the header and ``frames`` (streamed from this file) to a new file; put it
+        in place of this one if ``changed()`` says so once all is written (atomic)."""
         fresh = self.path.with_name(self.path.name + ".new")
         try:
             with _open_rw(fresh) as out:
                 out.truncate(0)
                 out.write(_frame([0, self.header]))
-                for seq, ops in keep:
-                    out.write(_frame([seq, ops]))
+                for frame in frames:
+                    out.write(frame)
                 out.flush()
                 os.fsync(out.fileno())
             if not changed():
@@ -261,24 +269,25 @@ class RedoLog:
             raise StoreError(f"redo log {self.path}: rewrite failed: {exc}") from exc
         self._undo_at = None
 
+    def _kept(self, keep: Callable[[int], bool], dropped: list[int]) -> Iterator[bytes]:
+        for _, _, seq, _, payload in _frames(self.path):
+            if seq == 0:
+                continue
+            if keep(seq):
+                yield _raw(payload)
+            else:
+                dropped[0] += 1
+
     def prune(self, upto: int) -> int:
         """Drop the records a backup covers (``seq <= upto``); returns how many."""
         with self._lock:
             self._file.flush()
-            first = next(_records(self.path), None)
-            if first is None or first[0] > upto:
+            first = next((seq for _, _, seq, _, _ in _frames(self.path) if seq), None)
+            if first is None or first > upto:
                 return 0
             dropped = [0]
-
-            def keep() -> Iterator[tuple[int, list[Any]]]:
-                for seq, ops in _records(self.path):
-                    if seq > upto:
-                        yield seq, ops
-                    else:
-                        dropped[0] += 1
-
             self.header = {**self.header, "fresh": False, "pruned_to": upto}
-            self._rewrite_locked(keep())
+            self._rewrite_locked(self._kept(lambda seq: seq > upto, dropped))
             return dropped[0]
 
     def drop_after(self, seq: int) -> int:
@@ -287,32 +296,48 @@ class RedoLog:
             self._file.flush()
             if self.last_seq <= seq:
                 return 0
-            before = self.last_seq
-            self._rewrite_locked((s, ops) for s, ops in _records(self.path) if s <= seq)
+            dropped = [0]
+            self._rewrite_locked(self._kept(lambda s: s <= seq, dropped))
             self.last_seq = seq
-            return before - seq
+            return dropped[0]
 
     def scrub(self, redact: Redactor) -> int:
         """Rewrite the file with ``redact`` applied to every op (``forget``); returns the
-        ops changed. Two streamed passes: ``redact.learn``, then the rewrite."""
+        ops changed. Two streamed passes (``redact.learn``, then the rewrite); an op (a
+        record) whose raw bytes hold nothing ``redact`` looks for is kept as it is,
+        undecoded."""
         if not redact:
             return 0
         with self._lock:
             self._file.flush()
-            for _, ops in _records(self.path):
-                for op in ops:
-                    redact.learn(op)
+            for _, _, seq, body, payload in _frames(self.path):
+                if seq and redact.may_hold_id(payload):
+                    for blob in body:
+                        if redact.may_hold_id(blob):
+                            redact.learn(decode(blob))
             changed = [0]
 
-            def out() -> Iterator[tuple[int, list[Any]]]:
-                for seq, ops in _records(self.path):
-                    if ops and ops[0][0] == FORGET:  # a forget's own erase: its tombstone,
-                        changed[0] += len(ops) - 1  # applied again after a repair, redoes
-                        yield seq, ops[:1]  # it
+            def out() -> Iterator[bytes]:
+                for _, _, seq, body, payload in _frames(self.path):
+                    if seq == 0:
+                        continue  # the header: written first
+                    if not redact.may_change(payload):
+                        yield _raw(payload)
                         continue
-                    new = [redact.op(op) for op in ops]
-                    changed[0] += sum(a != b for a, b in zip(new, ops, strict=True))
-                    yield seq, new
+                    if body and decode(body[0])[0] == FORGET:  # a forget's own erase: its
+                        changed[0] += len(body) - 1  # tombstone, applied again after a
+                        yield _frame([seq, body[:1]])  # repair, redoes it
+                        continue
+                    blobs = []
+                    for blob in body:
+                        if redact.may_change(blob):
+                            op = decode(blob)
+                            new = redact.op(op)
+                            if new != op:
+                                changed[0] += 1
+                                blob = encode(new)
+                        blobs.append(blob)
+                    yield _frame([seq, blobs])
 
             self._rewrite_locked(out(), lambda: changed[0] > 0)
             return changed[0]
@@ -347,6 +372,7 @@ class Redactor:
         self._ids = self._pattern(ids)
         self._texts = self._pattern(texts)
         self._keys: set[tuple[Any, Any]] = set()
+        self._raw_keys: set[bytes] = set()
 
     @staticmethod
     def _pattern(needles: Iterable[bytes]) -> re.Pattern[bytes] | None:
@@ -395,11 +421,30 @@ class Redactor:
             return value
         return new.decode("utf-8", "surrogatepass") if isinstance(value, str) else new
 
+    def may_hold_id(self, payload: bytes) -> bool:
+        """Whether a frame's raw bytes may hold a forgotten id (strings and bytes are
+        stored as they are: none found means none there)."""
+        return self._ids is not None and self._ids.search(payload) is not None
+
+    def may_change(self, payload: bytes) -> bool:
+        """Whether ``op`` could change anything in these raw bytes (a record's or an
+        op's): a forgotten id or text in them, a key ``learn`` saw, a forget's mark."""
+        if _FORGET_RAW in payload:
+            return True
+        if self.may_hold_id(payload):
+            return True
+        if self._texts is not None and self._texts.search(payload):
+            return True
+        return any(key in payload for key in self._raw_keys)
+
     def learn(self, op: list[Any]) -> None:
         """First pass: remember the keys the ops about a forgotten id write."""
         if (self._ids is not None and len(op) > 2 and isinstance(op[2], bytes | str)
                 and self._holds(op[2:])):
             self._keys.add((op[1], op[2]))
+            key = op[2]
+            self._raw_keys.add(key.encode("utf-8", "surrogatepass") if isinstance(key, str)
+                               else key)
 
     def op(self, op: list[Any]) -> list[Any]:
         values = op[2:]
