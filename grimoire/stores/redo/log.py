@@ -71,7 +71,11 @@ def _put(value: Any, out: list[bytes]) -> None:
             _put(str(key), out)
             _put(item, out)
     else:
-        raise StoreError(f"redo log: cannot record a {type(value).__name__}")
+        try:  # what SQLite binds as a blob: anything with the buffer protocol
+            raw = memoryview(value).tobytes()
+        except TypeError:
+            raise StoreError(f"redo log: cannot record a {type(value).__name__}") from None
+        out += [b"b", _U32.pack(len(raw)), raw]
 
 
 def encode(value: Any) -> bytes:
