@@ -38,6 +38,8 @@ from grimoire.scopes.route import scoped
 from grimoire.stores.episodes.store import EpisodeStore
 from grimoire.stores.graph.store import GraphStore
 from grimoire.stores.marker import read_marker
+from grimoire.stores.redo import attach as attach_redo
+from grimoire.stores.redo import fresh_stores
 from grimoire.stores.semantic.store import SemanticStore
 
 __all__ = ["Grimoire", "ReadOnlyWriter", "embedder_for", "make_data_dir"]
@@ -208,6 +210,7 @@ class Grimoire:
         memory = read_marker(root)  # simulated or real (a damaged marker: a clear error)
         lock = _lock_data_dir(root)
         opened: list[Any] = []
+        fresh = fresh_stores(root)  # a store made now: its redo log covers all of it
         try:
             episodes = EpisodeStore.open(
                 root / "episodes", model_id=emb.model_id, dim=emb.dim,
@@ -220,6 +223,8 @@ class Grimoire:
             opened.append(semantic)
             graph = GraphStore.open(root / "graph.lmdb", clock=clock)
             opened.append(graph)
+            # The second copy of each write until a backup covers it (stores.redo).
+            redo = attach_redo(root, semantic._db, graph._env, fresh)
         except BaseException:
             for store in reversed(opened):
                 store.close()
@@ -235,6 +240,7 @@ class Grimoire:
         )
         ctx.tick = int(semantic.get_meta("tick", 0))
         ctx.memory = memory
+        ctx.extras["stores.redo"] = redo
         if llm is not None:
             ctx.extras["llm"] = llm
         _wire(ctx)

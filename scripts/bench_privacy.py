@@ -27,6 +27,13 @@ Parts (``--part``; the code is in ``scripts/benches/``):
   a scope beside the default one, memory per open scope.
 
     python scripts/bench_privacy.py --part scopes
+
+- ``redo``: what the second copy of each acknowledged write (``grimoire.stores.redo``)
+  costs: ``episode.write`` p50, batched ingest, ``entry.add`` and ``kg.assert`` p50, the
+  disk it takes; ``--baseline DIR`` (a checkout of the code before) runs both,
+  alternating.
+
+    python scripts/bench_privacy.py --part redo --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -44,4 +51,5 @@ if __name__ == "__main__":
     raise SystemExit(dispatch("bench_privacy.py", {"forget": "benches.forget",
                                                   "redact": "benches.redact",
                                                   "faults": "benches.faults",
-                                                  "scopes": "benches.scopes"}))
+                                                  "scopes": "benches.scopes",
+                                                  "redo": "benches.redo_cost"}))

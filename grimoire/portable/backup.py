@@ -18,7 +18,11 @@ never queues behind the daemon's writer thread:
 4. PLAYBOOK.md, the config file (when one is given) and ``FEED.json`` (simulated or real
    memory: the restored copy stays what the source was; the manifest's ``memory`` says it);
 5. ``manifest.json`` last, with versions, row counts and the sha256 and size of
-   every file. Everything is written to ``DEST.partial`` and renamed to ``DEST``.
+   every file. Everything is written to ``DEST.partial`` and renamed to ``DEST``;
+6. then the redo marks of the copies (``stores.redo``: the last redo record each holds,
+   ``manifest.stores.redo``) are written to the live ``redo/covered.json``: the writers
+   drop the second copies this backup covers. The journal copy carries no ``kept`` rows
+   (they are in the table copied beside it).
 
 Restore verifies the manifest against every file and refuses a mismatch or a
 partial copy before writing anything; it copies to a temporary sibling of the
@@ -49,6 +53,7 @@ from grimoire.portable.manifest import (
 )
 from grimoire.scopes.backup import backup_scopes
 from grimoire.stores.marker import MARKER, read_marker
+from grimoire.stores.redo.marks import backup_marks, record_covered
 
 __all__ = ["FORMAT_VERSION", "backup", "restore"]
 
@@ -99,6 +104,19 @@ def _sqlite_backup(src: Path, dest: Path) -> dict[str, Any]:
     finally:
         source.close()
     return {"user_version": version, "rows": counts}
+
+
+def drop_kept(journal: Path) -> None:
+    """Empty the ``kept`` table of a journal copy (its rows are in the table's copy)."""
+    conn = apsw.Connection(str(journal))
+    try:
+        tables = {str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "kept" in tables:
+            conn.execute("DELETE FROM kept")
+            conn.execute("VACUUM")
+    finally:
+        conn.close()
 
 
 def _lmdb_backup(src: Path, dest: Path) -> dict[str, Any]:
@@ -155,7 +173,11 @@ def _lance_backup(src_dir: Path, dest_dir: Path) -> dict[str, Any]:
             for start in range(step, data.num_rows, step):
                 copy.add(data.slice(start, step))
                 fsync_tree(dest_dir)
-            return {"lance_version": version, "lance_rows": data.num_rows}
+            import pyarrow.compute as pc
+
+            top = pc.max(data.column("seq")).as_py() if data.num_rows else 0
+            return {"lance_version": version, "lance_rows": data.num_rows,
+                    "lance_max_seq": int(top or 0)}
         except (OSError, ValueError, RuntimeError) as exc:
             last = exc
     raise StoreError(f"cannot read the episode table for backup: {last}")
@@ -188,6 +210,11 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
         lance = _lance_backup(root / _EPISODES, partial / _EPISODES)
         stores["episodes"] = {**lance, "journal_rows": journal["rows"].get("journal", 0),
                               "journal_version": journal["user_version"]}
+        # What this backup covers of the redo copies (stores.redo): their records up to
+        # these marks are not needed once it is complete. The journal's kept rows are all
+        # in the table just copied: the copy does not carry them twice.
+        stores["redo"] = backup_marks(partial, lance["lance_max_seq"])
+        drop_kept(partial / _EPISODES / _JOURNAL)
         if (root / _TOMBSTONES).exists():  # what was forgotten before: kinds, counts, ids
             shutil.copy2(root / _TOMBSTONES, partial / _TOMBSTONES)
         book = Path(playbook) if playbook is not None else root / _PLAYBOOK
@@ -213,6 +240,8 @@ def backup(data_dir: str | Path, dest: str | Path, *, config_file: str | Path | 
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    # Complete: the writers may now drop the redo records it covers.
+    record_covered(root, stores["redo"], out, int(time.time() * 1000))
     return {"dest": str(out), "files": len(files),
             "bytes": sum(f["bytes"] for f in files.values()), "stores": stores,
             "seconds": round(time.perf_counter() - started, 3)}

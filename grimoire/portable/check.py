@@ -16,9 +16,12 @@ written; it runs beside a daemon too (every engine here allows a second reader).
 
 ``repair(DIR, BACKUP, INTO)`` builds a repaired copy in a new directory ``INTO``: the
 verified backup restored, then every store the check found intact taken from ``DIR``
-(newer than the backup), and for a damaged episode table the rows of the newest version
-of it that can still be read (LanceDB keeps older versions until compaction cleans them
-up) added to the backup's. ``DIR`` is never changed.
+(newer than the backup), for a damaged episode table the rows of the newest version of
+it that can still be read (LanceDB keeps older versions until compaction cleans them up)
+added to the backup's, and then every write acknowledged since the backup replayed from
+the damaged store's second copy (``portable.replay``, ``stores.redo``). ``BACKUP`` None:
+no backup yet, the damaged store rebuilt from its second copy alone. ``DIR`` is never
+changed.
 """
 
 from __future__ import annotations
@@ -44,13 +47,15 @@ STORES: dict[str, str] = {
 _LANCE_MAGIC = b"LANC"
 _PROBE_TIMEOUT_S = 600
 _REPAIR_HINT = {
-    "semantic": "restore from a backup (grimoire repair --backup B --into NEW takes this "
-                "file from it and every intact store from here)",
+    "semantic": "grimoire repair --backup B --into NEW: this file from the newest backup, "
+                "then redo/semantic.log replayed over it; every intact store from here",
     "journal": "restore from a backup (grimoire repair): the rows it held that were "
                "already flushed are in the episode table",
-    "episodes": "grimoire repair --backup B --into NEW: the backup's rows plus those of the "
-                "newest version of this table that still reads",
-    "graph": "restore from a backup (grimoire repair takes graph.lmdb from it)",
+    "episodes": "grimoire repair --backup B --into NEW: the backup's rows, those of the "
+                "newest version of this table that still reads, and the journal's copy of "
+                "every row since the backup",
+    "graph": "grimoire repair --backup B --into NEW: graph.lmdb from the newest backup, "
+             "then redo/graph.log replayed over it",
 }
 
 
@@ -213,13 +218,30 @@ def _fsync_tree(root: Path) -> None:
                 os.close(fd)
 
 
-def repair(data_dir: str | Path, backup_dir: str | Path, into: str | Path) -> dict[str, Any]:
-    """A repaired copy of ``data_dir`` in the new directory ``into`` (see the module doc)."""
+def repair(data_dir: str | Path, backup_dir: str | Path | None,
+           into: str | Path) -> dict[str, Any]:
+    """A repaired copy of ``data_dir`` in the new directory ``into`` (see the module doc).
+    ``backup_dir`` None: no backup yet; the damaged stores are rebuilt from their redo
+    copies alone (``portable.replay``)."""
     from grimoire.portable.backup import restore
+    from grimoire.portable.manifest import read_manifest
+    from grimoire.portable.replay import check_backup_age, replay_damaged
 
     live, out = Path(data_dir), Path(into)
     found = check(live)
-    restored = restore(backup_dir, out)
+    if backup_dir is not None:
+        from grimoire.portable.backup import FORMAT_VERSION, KIND
+
+        manifest = read_manifest(Path(backup_dir), KIND, FORMAT_VERSION)
+        check_backup_age(live, manifest.get("stores", {}).get("redo", {}))
+        restored = restore(backup_dir, out)
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise ValidationError(f"{out} is not empty: repair into a new directory",
+                                  field="into")
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (out / "episodes").mkdir(mode=0o700, exist_ok=True)
+        restored = {"dir": str(out), "stores": {}, "source": str(live)}
     from_live, salvaged = [], 0
     for store, result in found["stores"].items():
         if not result["ok"]:
@@ -233,15 +255,17 @@ def repair(data_dir: str | Path, backup_dir: str | Path, into: str | Path) -> di
                 if Path(f"{src}{suffix}").exists():
                     shutil.copy2(f"{src}{suffix}", f"{dest}{suffix}")
         from_live.append(store)
-    if "episodes" in found["damaged"]:
+    if "episodes" in found["damaged"] and backup_dir is not None:
         salvaged = _salvage_episodes(live, out)
+    # Then every write acknowledged since the backup, from the damaged stores' second copy.
+    replayed = replay_damaged(live, out, found["damaged"], backup_dir is not None)
     for name in ("PLAYBOOK.md", "FEED.json"):
         if (live / name).is_file():
             shutil.copy2(live / name, out / name)
     _fsync_tree(out)
     return {"into": str(out), "damaged": found["damaged"], "from_live": from_live,
-            "from_backup": [s for s in STORES if s not in from_live],
-            "salvaged_episode_rows": salvaged, "backup": restored,
+            "from_backup": [s for s in STORES if s not in from_live] if backup_dir else [],
+            "salvaged_episode_rows": salvaged, "replayed": replayed, "backup": restored,
             "check": check(out)}
 
 

@@ -57,10 +57,14 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
                        description="Build a repaired copy of DIR in INTO (new): BACKUP "
                        "restored, every store `grimoire check` finds intact taken from DIR, "
                        "the rows of the newest readable version of a damaged episode table "
-                       "added, and the forgets written since the backup applied. DIR is "
-                       "not changed.")
+                       "added, every write acknowledged since the backup replayed from the "
+                       "damaged store's redo copy, and the forgets written since the backup "
+                       "applied. DIR is not changed.")
     common(p)
-    p.add_argument("--backup", required=True, metavar="BACKUP", help="a grimoire backup")
+    p.add_argument("--backup", default=None, metavar="BACKUP",
+                   help="the newest grimoire backup (without one, a damaged store is "
+                   "rebuilt from its redo copy alone, which covers it only if it began "
+                   "with the store)")
     p.add_argument("--into", required=True, metavar="INTO", help="new data directory")
     p = sub.add_parser("export", help="write a knowledge bundle (JSONL + manifest)",
                        description="Export entries, causal links, active KG triples and "

@@ -196,6 +196,9 @@ class Connections:
         self._readers_lock = threading.Lock()
         self._closed = False
         self.on_commit = on_commit
+        # A redo log (``stores.redo.StatementRedo``) records each outermost transaction's
+        # write statements and appends them, durable, just before its commit.
+        self.redo: Any = None
 
     @property
     def writer(self) -> apsw.Connection:
@@ -247,11 +250,19 @@ class Connections:
             mark = len(self._queued)
             self._depth += 1
             self._owner = threading.get_ident()
+            redo = self.redo if outer else None
+            appended = None
             try:
+                if redo is not None:
+                    redo.begin()
                 with writer:  # BEGIN IMMEDIATE at the top, SAVEPOINT when nested
                     yield writer
+                    if redo is not None:  # its record appended, durable, before the commit
+                        appended = redo.before_commit()
             except BaseException:
                 del self._queued[mark:]
+                if redo is not None:
+                    redo.abort(appended)
                 raise
             finally:
                 self._depth -= 1
@@ -290,3 +301,5 @@ class Connections:
                     # Refresh planner statistics the session asked for (apsw best practice).
                     self._writer.pragma("optimize")
                     self._writer.close()
+                if self.redo is not None:
+                    self.redo.close()

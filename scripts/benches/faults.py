@@ -11,8 +11,9 @@ counts which of those acknowledged writes are still there. Faults:
   import: a backup cut short leaves only DEST.partial, an import is idempotent);
 - ``corrupted LanceDB fragment / SQLite page / LMDB file``: bytes of the file overwritten
   while no process has it open, after a backup and more writes; ``grimoire check`` must
-  name the store, and recovery is ``grimoire repair`` (the backup plus every intact store
-  plus the rows still readable) and the open of the repaired copy.
+  name the store, and recovery is ``grimoire repair`` (the backup, every intact store,
+  the rows still readable, and the damaged store's redo copy replayed: every write
+  acknowledged since the backup) and the open of the repaired copy.
 
 Each row: the writes acknowledged before the fault, how many of them are missing after
 recovery (goal 0), the recovery time, and a note. ``tests/portable/test_faults.py`` runs

@@ -7,6 +7,12 @@ Owns ``<dir>/episodes_journal.sqlite``:
   LanceDB never fsyncs, so this table is what makes ``append`` durable
   (``journal_mode=WAL``, ``synchronous=FULL``: each commit fdatasyncs the
   WAL, ~0.4-1.5 ms here; strace shows one fdatasync per append).
+- ``kept``: each row again after its flush (moved there in the release's own commit: no
+  extra fsync), until a backup covers it (``stores.redo``: the backup's largest ``seq``,
+  read from ``redo/covered.json`` at each release): the second copy that ``grimoire
+  repair`` replays over a backup when the LanceDB table is damaged. ``meta``'s
+  ``kept_since`` says whether it began with the store (``creation``: it alone rebuilds
+  the table until the first backup) or later (``upgrade``);
 - ``meta``: the embedding identity, checked against the LanceDB table's, and
   ``newest_timestamp``: the largest timestamp of any episode ever appended
   (raised in the same transaction as the rows; episodes are never deleted), so a
@@ -36,6 +42,7 @@ from grimoire.errors import (
 )
 from grimoire.records import Episode
 from grimoire.stores.episodes.schema import episode_from_json, episode_to_json
+from grimoire.stores.redo.marks import covered as redo_covered
 from grimoire.stores.sqlite import reader_mode, scrub
 
 __all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "NEWEST_UNKNOWN", "Journal", "JournalRow",
@@ -52,7 +59,14 @@ CREATE TABLE IF NOT EXISTS journal(
     episode TEXT NOT NULL,
     vector BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS kept(
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    episode TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
 """
+_KEEP = "INSERT OR IGNORE INTO kept SELECT seq, id, episode, vector FROM journal WHERE seq <= ?"
 
 JournalRow = tuple[int, Episode, npt.NDArray[np.float32]]
 
@@ -108,7 +122,8 @@ def read_journal(path: Path, *, model_id: str, dim: int) -> list[JournalRow]:
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"meta", "journal"} <= tables:
                 return []  # created, not yet initialised: nothing journaled
-            meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+            meta = {str(k): str(v) for k, v in db.execute(
+                "SELECT key, value FROM meta WHERE key != 'kept_since'")}
             if meta and (meta.get("embedding_model"), meta.get("embedding_dim")) != (
                 model_id, str(dim)
             ):
@@ -210,9 +225,15 @@ class Journal:
                     f"{self.path} was written by journal version {version} but this Grimoire "
                     f"understands up to {JOURNAL_VERSION}: upgrade Grimoire to open it"
                 )
+            had = {str(r[0]) for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
             self._db.execute(_DDL)
             self._db.execute(f"PRAGMA user_version={JOURNAL_VERSION}")
-            meta = {str(k): str(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+            meta = {str(k): str(v) for k, v in self._db.execute(
+                "SELECT key, value FROM meta WHERE key != 'kept_since'")}
+            if "kept" not in had:
+                self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                                 ("kept_since", "upgrade" if meta else "creation"))
             self._identity_recorded = bool(meta)
             if meta and (meta.get("embedding_model"), meta.get("embedding_dim")) != (
                 model_id, str(dim)
@@ -281,11 +302,16 @@ class Journal:
         return _decode(found, self._dim)
 
     def release(self, max_seq: int) -> int:
-        """Forget journal rows up to ``max_seq`` (they are durable in LanceDB now)."""
+        """Move journal rows up to ``max_seq`` (durable in LanceDB now) to ``kept``, and
+        drop the kept rows the last backup covers (module doc)."""
+        covered = redo_covered(self.path.parent.parent).get("episodes")
         try:
             with self._db:
+                self._db.execute(_KEEP, (max_seq,))
                 self._db.execute("DELETE FROM journal WHERE seq <= ?", (max_seq,))
                 changed = self._db.changes()
+                if isinstance(covered, int):
+                    self._db.execute("DELETE FROM kept WHERE seq <= ?", (covered,))
         except apsw.Error as exc:
             raise StoreError(f"episode journal cleanup failed: {exc}") from exc
         return changed
@@ -297,6 +323,7 @@ class Journal:
             before = self._db.total_changes()
             with self._db:
                 self._db.executemany("DELETE FROM journal WHERE id = ?", [(i,) for i in ids])
+                self._db.executemany("DELETE FROM kept WHERE id = ?", [(i,) for i in ids])
             changed = self._db.total_changes() - before
         except apsw.Error as exc:
             raise StoreError(f"episode journal erase failed: {exc}") from exc

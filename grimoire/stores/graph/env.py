@@ -119,6 +119,7 @@ class GraphEnv:
         self._writer = threading.Lock()
         self._queued: list[Any] | None = None  # a list only while a write runs
         self.on_commit: Callable[[list[Any]], None] | None = None
+        self.redo: Any = None  # stores.redo.LmdbRedo of a writable open, set by attach
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, clock: Clock, map_size: int,
@@ -176,6 +177,8 @@ class GraphEnv:
                 return False  # closed by another thread while we waited
             self._gate.closed = True
             self._env.close()
+            if self.redo is not None:
+                self.redo.close()
         return True
 
     def check_open(self) -> None:
@@ -231,14 +234,26 @@ class GraphEnv:
             while True:
                 seen = self.map_size
                 self._queued = []
+                redo, appended = self.redo, None
                 try:
                     with self.txn(write=True) as txn:
                         now = max(int(self._clock()), self.last_tx(txn))
-                        result = action(txn, now)
-                        txn.put(_LAST_TX_KEY, now.to_bytes(8, "big"), db=self.db["meta"])
+                        # With a redo log, the action's puts and deletes are recorded and
+                        # appended (durable) just before the commit (``stores.redo``).
+                        target = txn if redo is None else redo.recording(txn)
+                        result = action(target, now)
+                        target.put(_LAST_TX_KEY, now.to_bytes(8, "big"), db=self.db["meta"])
+                        if redo is not None:
+                            appended = redo.before_commit(txn)
                     break
                 except lmdb.MapFullError:
+                    if redo is not None:
+                        redo.abort(appended)
                     self._grow(seen)  # the aborted attempt's queue is dropped just below
+                except BaseException:
+                    if redo is not None:
+                        redo.abort(appended)
+                    raise
                 finally:
                     queued, self._queued = self._queued, None
             if queued and self.on_commit is not None:

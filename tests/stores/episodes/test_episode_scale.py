@@ -59,7 +59,9 @@ def test_ten_thousand_single_appends_stay_bounded(tmp_path: Path) -> None:
     assert worst["lance_bytes"] < 1.5 * raw_bytes
     assert final["fragments"] == final["data_files"] == final["versions"] == 1
     assert final["lance_bytes"] < 1.2 * raw_bytes
-    assert final["journal_bytes"] < raw_bytes  # the journal keeps only unflushed rows
+    # The journal keeps the unflushed rows and, until a backup covers them, every flushed
+    # row again (its ``kept`` copy, stores.redo): no backup was taken here.
+    assert final["journal_bytes"] < 2 * raw_bytes
     print(f"worst={worst} final={ {k: final[k] for k in worst} }")
     with EpisodeStore.open(tmp_path, model_id=EMB.model_id, dim=DIM, config=config,
                            clock=clock) as store:
