@@ -3,7 +3,8 @@
 The pipeline's own numbers (nothing recomputed that it already has):
 
 - each backend's rank (as 1 / rank, 0 when absent) and own score (vector, BM25, graph,
-  temporal, entity, hop), and the fused relevance (the rerank's ``rrf`` factor);
+  temporal, entity, hop, and the thread neighbours of the pool's best:
+  ``stages.neighbours``), and the fused relevance (the rerank's ``rrf`` factor);
 - the relevance gate's lexical and semantic evidence and tier, recency, the causal boost;
 - the candidate's cosine to the query in absolute terms (raw, and above the query's
   background: its mean cosine to stored episodes), so a score can say "nothing matches"
@@ -42,7 +43,8 @@ from grimoire.retrieval.candidates import Breakdown, Candidate, Vector
 
 __all__ = ["BACKENDS", "FEATURES", "QueryInfo", "matrix"]
 
-BACKENDS: tuple[str, ...] = ("vector", "bm25", "graph", "temporal", "entity", "hop")
+BACKENDS: tuple[str, ...] = ("vector", "bm25", "graph", "temporal", "entity", "hop",
+                             "neighbour")
 _QUESTION_WORDS: tuple[str, ...] = (
     "what", "when", "where", "who", "whom", "whose", "why", "how", "which", "did", "does",
     "do", "is", "are", "was", "were", "would", "could", "can", "will", "has", "have")
