@@ -382,8 +382,13 @@ def _rank(ctx: Context, run: _Run) -> None:
         rrf_norm = {c.id: fused.get(c.id, 0.0) / top if top > 0.0 else 0.0 for c in pooled}
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
-    _replay(ctx, run.cands, scores, factors, run.t)
     why = asks_why(req.query)
+    # The reranker orders every query but a chain walk (``_learned``): then the replay
+    # multiplier and the newer-facts lift would move scores nobody ranks by (the features
+    # read neither), so they are skipped, and their lines are not in the breakdown.
+    orders = not (why or req.event_id is not None) and reranker_of(ctx) is not None
+    if not orders:
+        _replay(ctx, run.cands, scores, factors, run.t)
     # A question anchored on an event (``event_id``) is about that event's causes, however
     # it is worded: root first too, on a gentler slope than a why question's.
     anchored = req.event_id is not None and not why
@@ -405,7 +410,7 @@ def _rank(ctx: Context, run: _Run) -> None:
                                           factors, chain=chain, why=why or anchored)
     if cfg.region_rank and req.mode == "deciding":
         boosted, run.scores, run.factors = _by_region(ctx, run, boosted, tiers)
-    if cfg.supersede and req.at is None and run.window is None:
+    if cfg.supersede and req.at is None and run.window is None and not orders:
         # Newer facts first, for questions about the current state (not with ``at`` or a
         # time window: those ask about the past).
         sample = sample_of(ctx, "episode")
