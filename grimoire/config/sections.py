@@ -403,6 +403,16 @@ class RetrievalConfig:
         "order), 'on' (the weights shipped in the package) or the path of a weights file "
         "made by scripts/train_reranker.py; it orders every query but a causal chain walk "
         "(a why question or an event_id keeps the root-first order)")
+    rerank_candidates: int = opt(
+        40, "with the reranker on: top-k per backend (in place of retrieval.candidates), so "
+        "the reranker has more of the answers to rank; the order without it is unchanged",
+        positive=True)
+    rerank_seeds: int = opt(
+        10, "with the reranker on: the pool's best this many episodes (a first convex "
+        "fusion) bring their thread neighbours into the pool (0: none)")
+    rerank_neighbours: int = opt(
+        2, "with the reranker on: this many turns each side of a seed in its thread join "
+        "the pool (neighbour.episode; 0: none)")
     nothing_relevant: bool = opt(
         False, "answer a query nothing in memory matches with no items and "
         "'nothing_relevant': true: with the reranker, when its best probability is under "

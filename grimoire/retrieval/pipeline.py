@@ -105,10 +105,15 @@ from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
 from grimoire.retrieval.stages.hop import expand
-from grimoire.retrieval.stages.learned import nothing_without_reranker, reranker_of
+from grimoire.retrieval.stages.learned import (
+    FEATURE_SINK,
+    nothing_without_reranker,
+    reranker_of,
+)
 from grimoire.retrieval.stages.learned import score as learned_scores
 from grimoire.retrieval.stages.log import LogJob, log_item, submit_log
 from grimoire.retrieval.stages.mentions import ENTRY_WATERMARK, index_new_entries
+from grimoire.retrieval.stages.neighbours import add_neighbours
 from grimoire.retrieval.stages.params import RetrieveRequest, parse_request
 from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates, witnesses
 from grimoire.retrieval.stages.records import require_event
@@ -260,6 +265,7 @@ class _Run:
     advice: Advice | None = None  # the situation's rules, served first
     nothing_relevant: bool | None = None  # None: retrieval.nothing_relevant is off
     learned: dict[str, float] | None = None  # the reranker's probabilities, when it orders
+    wide: bool = False  # the reranker's pool: deeper lists and thread neighbours
 
     @property
     def rules(self) -> tuple[AppliedRule, ...]:
@@ -303,6 +309,8 @@ def _gather(ctx: Context, run: _Run) -> None:
     started = run.lap("keyword_wait", started)
     if "episode" in run.kinds:
         expand(ctx, req, run.pool)  # entity.episode, hop.episode (stages.hop)
+        if run.wide:
+            add_neighbours(ctx, req, run.pool)  # neighbour.episode (stages.neighbours)
     run.lap("expand", started)
 
 
@@ -374,8 +382,13 @@ def _rank(ctx: Context, run: _Run) -> None:
         rrf_norm = {c.id: fused.get(c.id, 0.0) / top if top > 0.0 else 0.0 for c in pooled}
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
-    _replay(ctx, run.cands, scores, factors, run.t)
     why = asks_why(req.query)
+    # The reranker orders every query but a chain walk (``_learned``): then the replay
+    # multiplier and the newer-facts lift would move scores nobody ranks by (the features
+    # read neither), so they are skipped, and their lines are not in the breakdown.
+    orders = not (why or req.event_id is not None) and reranker_of(ctx) is not None
+    if not orders:
+        _replay(ctx, run.cands, scores, factors, run.t)
     # A question anchored on an event (``event_id``) is about that event's causes, however
     # it is worded: root first too, on a gentler slope than a why question's.
     anchored = req.event_id is not None and not why
@@ -397,7 +410,7 @@ def _rank(ctx: Context, run: _Run) -> None:
                                           factors, chain=chain, why=why or anchored)
     if cfg.region_rank and req.mode == "deciding":
         boosted, run.scores, run.factors = _by_region(ctx, run, boosted, tiers)
-    if cfg.supersede and req.at is None and run.window is None:
+    if cfg.supersede and req.at is None and run.window is None and not orders:
         # Newer facts first, for questions about the current state (not with ``at`` or a
         # time window: those ask about the past).
         sample = sample_of(ctx, "episode")
@@ -523,6 +536,23 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     return result
 
 
+_WIDE = "retrieval.wide_config"
+
+
+def _widened(ctx: Context) -> Context | None:
+    """The context the reranker's pool is gathered with (``retrieval.candidates`` =
+    ``retrieval.rerank_candidates``), or None when the reranker is off and no feature sink
+    asks for its pool (``stages.learned.FEATURE_SINK``): then the pool is today's."""
+    cfg = ctx.config.retrieval
+    if cfg.reranker == "off" and not isinstance(ctx.extras.get(FEATURE_SINK), list):
+        return None
+    held = ctx.extras.get(_WIDE)
+    if held is None or held[0] is not ctx.config:
+        held = ctx.extras[_WIDE] = (ctx.config, ctx.config.replace(
+            **{"retrieval.candidates": cfg.rerank_candidates}))
+    return dataclasses.replace(ctx, config=held[1])
+
+
 def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = None
              ) -> dict[str, Any]:
     """Run the pipeline for untrusted ``params`` (API.md ``retrieve``); see the module doc.
@@ -532,7 +562,10 @@ def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = No
     now = ctx.now()
     if req.event_id is not None:
         require_event(ctx, req.event_id, req.at)
-    run = _Run(req, now, now if req.at is None else req.at, advice=advice)
+    wide = _widened(ctx)
+    ctx = wide or ctx
+    run = _Run(req, now, now if req.at is None else req.at, advice=advice,
+               wide=wide is not None)
     _gather(ctx, run)
     _rank(ctx, run)
     result = _respond(ctx, run)

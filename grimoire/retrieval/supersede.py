@@ -62,22 +62,45 @@ def supersede(candidates: Sequence[Candidate], boosted: Mapping[str, float],
               tiers: Mapping[str, int], factors: Mapping[str, Breakdown],
               terms: Callable[[str], frozenset[str]], weight: Callable[[str], float],
               ) -> tuple[dict[str, float], dict[str, int], dict[str, Breakdown]]:
-    """(boosted scores, tiers, breakdowns) with every update lifted above what it updates."""
+    """(boosted scores, tiers, breakdowns) with every update lifted above what it updates.
+
+    The same pairs as testing every earlier/later pair with ``restates``, found cheaply:
+    pairs only within one actor, each term weighed once per call (not once per pair),
+    and a pair skipped when the lighter text's weight is under half the heavier's (the
+    shared weight is at most the lighter's, so the share cannot reach 0.5)."""
     out_scores, out_tiers, out_factors = dict(boosted), dict(tiers), dict(factors)
     states = sorted((c for c in candidates
                      if c.kind == "episode" and c.id in boosted and tiers.get(c.id, 0) >= 1
                      and c.provenance.get("type") != "action"),
                     key=lambda c: (c.timestamp, c.id))
+    weights: dict[str, float] = {}
+
+    def weighed(term: str) -> float:
+        found = weights.get(term)
+        if found is None:
+            found = weights[term] = weight(term)
+        return found
+
     words = {c.id: terms(c.content) for c in states}
-    for n, new in enumerate(states):
-        for old in states[:n]:
-            if old.timestamp == new.timestamp:
-                continue
-            if old.provenance.get("actor") != new.provenance.get("actor"):
-                continue
-            share = restates(words[old.id], words[new.id], weight)
-            if share is not None:
-                _lift(old, new, share, out_scores, out_tiers, out_factors)
+    mass = {c.id: sum(weighed(t) for t in words[c.id]) for c in states}
+    by_actor: dict[object, list[Candidate]] = {}
+    for c in states:
+        by_actor.setdefault(c.provenance.get("actor"), []).append(c)
+    for group in by_actor.values():
+        for n, new in enumerate(group):
+            for old in group[:n]:
+                if old.timestamp == new.timestamp:
+                    continue
+                light, heavy = sorted((mass[old.id], mass[new.id]))
+                if light < 0.5 * heavy or heavy <= 0.0:
+                    continue
+                earlier, later = words[old.id], words[new.id]
+                both = earlier & later
+                if len(both) == len(earlier) or len(both) == len(later):
+                    continue  # nothing substituted: one holds all of the other's words
+                share = sum(weights[t] for t in both) / heavy  # ``restates``, its sums kept
+                if share >= 0.5:
+                    _lift(old, new, share, out_scores, out_tiers, out_factors)
     return out_scores, out_tiers, out_factors
 
 

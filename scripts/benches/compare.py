@@ -7,6 +7,14 @@ asserts nothing. Run from ``scripts/bench_stores.py --compare`` or as a part of 
 
     python scripts/bench_speed.py --part compare --n 10000 --queries 100
     python scripts/bench_speed.py --part compare --all    # + every row of issue 15's table
+    python scripts/bench_speed.py --part compare --text real   # issue 29: real text, the facade
+
+``--text real``: the stored texts are LoCoMo dev's turns (every conversation, when the data
+is present) and simulator episodes beyond them, the queries stored turns of 15-25 words,
+and one more row, ``Grimoire retrieve``: ``Grimoire.retrieve(query, k=10)`` through the
+facade (the whole pipeline, the store holding only these episodes; ``--set`` overrides its
+config, e.g. ``retrieval.reranker="on"``). Each row's ``/ floor`` is its search+embed p50
+over the numpy floor's (query embedding + dot), measured in the same run.
 
 ``--all`` also runs, in the same invocation: ``retrieve`` (hybrid search, rerank, MMR) at
 10k episodes + 2k entries + 10k triples in process and over the socket, each beside the
@@ -34,7 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -60,6 +68,28 @@ SCRIPTS = Path(__file__).resolve().parents[1]
 def texts_for(n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return [f"memory {i}: " + " ".join(rng.choice(WORDS, 12)) for i in range(n)]
+
+
+def real_texts(n: int, queries: int, seed: int) -> tuple[list[str], list[str], str]:
+    """(``n`` stored texts, ``queries`` query texts of 15-25 words, what they are): LoCoMo
+    dev's turns ("<speaker>: <text>", every conversation) when the data is present, the
+    rest filled with the simulator's episodes (``benches.simqa``); the queries are turns
+    of 15-25 words drawn with ``seed`` (an agent asking with what it just heard)."""
+    from bench_recall import DATA, FILE, load
+
+    from benches import simqa
+
+    turns: list[str] = []
+    if (DATA / FILE).is_file():
+        turns = [t["text"] for c in load(DATA / FILE) for t in c.turns][:n]
+    sim = [e["text"] for e in simqa.episodes(n - len(turns), seed, 0, 10 ** 9)] if (
+        len(turns) < n) else []
+    rng = np.random.default_rng(seed)
+    pool = [t for t in turns or sim if 15 <= len(t.split()) <= 25]
+    picked = [pool[i] for i in rng.choice(len(pool), size=queries, replace=len(pool) < queries)]
+    what = (f"{len(turns)} LoCoMo dev turns + {len(sim)} simulator episodes" if turns
+            else f"{len(sim)} simulator episodes (LoCoMo dev absent)")
+    return turns + sim, picked, what
 
 
 def p50_ms(fn: Callable[[int], object], n: int) -> float:
@@ -112,6 +142,38 @@ class Grimoire:
         self.store.close()
 
 
+class GrimoireFacade:
+    """``Grimoire.retrieve`` through the facade: the whole pipeline (vector, BM25, graph,
+    fusion, rerank, MMR, the retrieval log), the store embedding what it is given."""
+
+    name = "Grimoire retrieve"
+    overrides: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, root: Path) -> None:
+        from grimoire import Grimoire as Facade
+        from grimoire.config import Config
+
+        self.clock = FrozenClock()
+        self.g = Facade.open(root, config=Config().replace(**self.overrides), clock=self.clock)
+
+    def add(self, ids: list[str], texts: list[str], vectors: np.ndarray) -> None:
+        self.g.episode_write_batch([{"text": t, "type": "observation", "ref": i,
+                                     "timestamp": self.clock.advance(1)}
+                                    for i, t in zip(ids, texts, strict=True)])
+
+    def write_text(self, text: str) -> object:
+        return self.g.episode_write(text=text, timestamp=self.clock.advance(1))
+
+    def search_text(self, text: str) -> object:
+        return self.g.retrieve(query=text, k=K)
+
+    def close(self) -> None:
+        from grimoire.retrieval.stages.writes import drain
+
+        drain(self.g.context)
+        self.g.close()
+
+
 class LancePlain:
     name = "LanceDB plain"
 
@@ -154,9 +216,28 @@ class Chroma:
         return self.coll.query(query_embeddings=[vector], n_results=K)
 
 
+def interleaved(systems: list[Any], emb: FastEmbedEmbedder, qtexts: list[str]
+                ) -> dict[str, float]:
+    """search+embed p50 per system, each query run by every system in turn."""
+    samples: dict[str, list[float]] = {s.name: [] for s in systems}
+    for i, text in enumerate(qtexts):
+        for system in systems[i % len(systems):] + systems[:i % len(systems)]:
+            t = time.perf_counter()
+            if hasattr(system, "search_text"):
+                system.search_text(text)
+            else:
+                system.search(emb.embed([text])[0])
+            samples[system.name].append(time.perf_counter() - t)
+    return {name: statistics.median(v) * 1e3 for name, v in samples.items()}
+
+
 def measure(system: Any, emb: FastEmbedEmbedder, qtexts: list[str], qvecs: np.ndarray,
             extra: list[str], writes: int) -> dict[str, str]:
     queries = len(qtexts)
+    if hasattr(system, "search_text"):  # the facade embeds the query and the text itself
+        with_embed = p50_ms(lambda i: system.search_text(qtexts[i]), queries)
+        write = p50_ms(lambda i: system.write_text(extra[i]), writes)
+        return {"search+embed p50": f"{with_embed:.2f} ms", "single write p50": f"{write:.2f} ms"}
     with_embed = p50_ms(lambda i: system.search(emb.embed([qtexts[i]])[0]), queries)
     bare = p50_ms(lambda i: system.search(qvecs[i]), queries)
     write = p50_ms(lambda i: system.add([f"w{i}"], [extra[i]], emb.embed([extra[i]])), writes)
@@ -169,11 +250,21 @@ def measure(system: Any, emb: FastEmbedEmbedder, qtexts: list[str], qvecs: np.nd
             "single write p50": f"{write:.2f} ms", "batched ingest": f"{rate:.0f}/s"}
 
 
-def run(n: int, queries: int, writes: int) -> list[tuple[str, dict[str, str]]]:
+def run(n: int, queries: int, writes: int, text: str = "words"
+        ) -> list[tuple[str, dict[str, str]]]:
+    """``text``: "words" (``texts_for``: 12 words from a DeFi list) or "real"
+    (``real_texts``, and the facade's ``retrieve`` as a row of its own)."""
     emb = FastEmbedEmbedder()
-    texts = texts_for(n, 1)
-    extra = texts_for(writes + 64 * 4, 2)
-    qtexts = texts_for(queries, 3)
+    systems: tuple[Any, ...] = (NumpyFloor, Grimoire, LancePlain, Chroma)
+    if text == "real":
+        texts, qtexts, what = real_texts(n + writes + 64 * 4, queries, 3)
+        texts, extra = texts[:n], texts[n:]
+        systems = (NumpyFloor, Grimoire, GrimoireFacade, LancePlain, Chroma)
+        print(f"text: {what}; queries: {len(qtexts)} stored turns of 15-25 words", flush=True)
+    else:
+        texts = texts_for(n, 1)
+        extra = texts_for(writes + 64 * 4, 2)
+        qtexts = texts_for(queries, 3)
     started = time.perf_counter()
     vectors = emb.embed(texts)
     embed_rate = n / (time.perf_counter() - started)
@@ -181,7 +272,8 @@ def run(n: int, queries: int, writes: int) -> list[tuple[str, dict[str, str]]]:
     results: list[tuple[str, dict[str, str]]] = []
     tmp = Path(tempfile.mkdtemp(prefix="gcmp", dir="/tmp"))
     try:
-        for cls in (NumpyFloor, Grimoire, LancePlain, Chroma):
+        opened: list[Any] = []
+        for cls in systems:
             try:
                 system: Any = cls(tmp / cls.__name__)
             except ImportError:
@@ -190,7 +282,14 @@ def run(n: int, queries: int, writes: int) -> list[tuple[str, dict[str, str]]]:
             ids = [f"e{i}" for i in range(n)]
             for s in range(0, n, 1000):
                 system.add(ids[s:s + 1000], texts[s:s + 1000], vectors[s:s + 1000])
-            results.append((cls.name, measure(system, emb, qtexts, qvecs, extra, writes)))
+            opened.append(system)
+        # search+embed interleaved query by query across the systems (a shared machine's
+        # load then weighs on every system alike), before the other rows
+        searched = interleaved(opened, emb, qtexts)
+        for system in opened:
+            row = measure(system, emb, qtexts, qvecs, extra, writes)
+            row["search+embed p50"] = f"{searched[system.name]:.2f} ms"
+            results.append((system.name, row))
             if hasattr(system, "close"):
                 system.close()
         results.append(("raw embedder", {"batched ingest": f"{embed_rate:.0f}/s"}))
@@ -201,11 +300,16 @@ def run(n: int, queries: int, writes: int) -> list[tuple[str, dict[str, str]]]:
 
 
 def print_table(n: int, results: list[tuple[str, dict[str, str]]]) -> None:
-    cols = ["search+embed p50", "search p50", "single write p50", "batched ingest", "note"]
+    cols = ["search+embed p50", "/ floor", "search p50", "single write p50", "batched ingest",
+            "note"]
+    floor = dict(results).get("numpy floor", {}).get("search+embed p50")
+    for _, row in results:
+        if floor and "search+embed p50" in row:
+            row["/ floor"] = f"{_ms(row['search+embed p50']) / _ms(floor):.2f}x"
     print(f"side by side at {n} memories, one embedder (int8 MiniLM), one process")
-    print(f"{'system':<14}" + "".join(f"{c:>18}" for c in cols[:-1]) + "  note")
+    print(f"{'system':<18}" + "".join(f"{c:>18}" for c in cols[:-1]) + "  note")
     for name, row in results:
-        print(f"{name:<14}" + "".join(f"{row.get(c, '-'):>18}" for c in cols[:-1])
+        print(f"{name:<18}" + "".join(f"{row.get(c, '-'):>18}" for c in cols[:-1])
               + f"  {row.get('note', '')}")
 
 
@@ -304,6 +408,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=10_000, help="memories per system")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--writes", type=int, default=50)
+    ap.add_argument("--text", choices=("words", "real"), default="words",
+                    help="stored texts: 12 words from a DeFi list, or real text (LoCoMo dev "
+                         "turns, the simulator's episodes beyond them) with queries of 15-25 "
+                         "words and a row for retrieve through the facade")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="a dotted config override for the facade's row")
     ap.add_argument("--all", action="store_true", help="every row of issue 15's table")
     ap.add_argument("--retrieves", type=int, default=150, help="--all: timed retrieves per row")
     ap.add_argument("--rounds", type=int, default=5, help="--all: ingest windows")
@@ -316,7 +426,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         apply_quick(ap, args, {"n": 2_000, "queries": 30, "writes": 20, "retrieves": 40,
                                "rounds": 2, "mem_episodes": 10_000})
     configure_logging("warning")
-    side = run(args.n, args.queries, args.writes)
+    import json
+
+    GrimoireFacade.overrides = {key: json.loads(value) for key, value in
+                                (item.split("=", 1) for item in args.set)}
+    side = run(args.n, args.queries, args.writes, args.text)
     print_table(args.n, side)
     if args.all:
         print_issue_table(issue_rows(args, side))

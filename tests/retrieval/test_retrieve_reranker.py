@@ -116,6 +116,12 @@ def test_features_read_the_query_text_interactions() -> None:
     assert a[col["date_match"]] == 1.0
     assert a[col["idf_coverage"]] > 0.7 and b[col["idf_coverage"]] == 0.0
     assert a[col["entity_overlap"]] == 1.0 and b[col["neighbour_cosine"]] == 1.0
+    # "nothing to see here" matches no word, but sits beside the turn that does: it reads
+    # that turn's coverage and fused relevance (an answer beside its question).
+    assert b[col["neighbour_coverage"]] == a[col["idf_coverage"]]
+    assert a[col["neighbour_coverage"]] == 0.0
+    x = matrix(q, cands, {}, {}, {"a": {"rrf": {"value": 0.8}}})
+    assert x[1][col["neighbour_fused"]] == np.float32(0.8) and x[0][col["neighbour_fused"]] == 0.0
 
 
 def test_the_numpy_trees_follow_every_path() -> None:

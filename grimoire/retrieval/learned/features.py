@@ -3,13 +3,15 @@
 The pipeline's own numbers (nothing recomputed that it already has):
 
 - each backend's rank (as 1 / rank, 0 when absent) and own score (vector, BM25, graph,
-  temporal, entity, hop), and the fused relevance (the rerank's ``rrf`` factor);
+  temporal, entity, hop, and the thread neighbours of the pool's best:
+  ``stages.neighbours``), and the fused relevance (the rerank's ``rrf`` factor);
 - the relevance gate's lexical and semantic evidence and tier, recency, the causal boost;
 - the candidate's cosine to the query in absolute terms (raw, and above the query's
   background: its mean cosine to stored episodes), so a score can say "nothing matches"
   rather than only "this matches best";
 - the cosine of its neighbours: the best cosine among pooled turns of the same thread
-  within ``_NEIGHBOUR_MS`` of it, and how many of the pool share its thread;
+  within ``_NEIGHBOUR_MS`` of it, and how many of the pool share its thread; the best term
+  coverage and fused relevance among those turns (an answer beside the turn that matches);
 - its rank by the fused relevance, and its cosine to the centroid of the fused best three
   (pseudo-relevance feedback: the second half of a multi-hop answer resembles the first);
 - temporal match (inside the query's resolved time window), actor match (its actor named
@@ -42,7 +44,8 @@ from grimoire.retrieval.candidates import Breakdown, Candidate, Vector
 
 __all__ = ["BACKENDS", "FEATURES", "QueryInfo", "matrix"]
 
-BACKENDS: tuple[str, ...] = ("vector", "bm25", "graph", "temporal", "entity", "hop")
+BACKENDS: tuple[str, ...] = ("vector", "bm25", "graph", "temporal", "entity", "hop",
+                             "neighbour")
 _QUESTION_WORDS: tuple[str, ...] = (
     "what", "when", "where", "who", "whom", "whose", "why", "how", "which", "did", "does",
     "do", "is", "are", "was", "were", "would", "could", "can", "will", "has", "have")
@@ -68,6 +71,7 @@ FEATURES: tuple[str, ...] = (
     "idf_coverage", "idf_best", "bigram_overlap", "question_type", "query_terms",
     "number_match", "query_numbers", "date_match", "text_has_number", "text_has_time",
     "text_length", "text_is_question", "is_entry", "pool_size",
+    "neighbour_coverage", "neighbour_fused",
 )
 
 
@@ -149,9 +153,9 @@ def _text(text: str) -> _Text:
 
 
 def _neighbours(cands: Sequence[Candidate], cosines: npt.NDArray[np.float32]
-                ) -> tuple[list[float], list[float]]:
-    """Per candidate: the best cosine of a pooled same-thread turn near it in time, and the
-    share of the pool in its thread."""
+                ) -> tuple[list[float], list[float], list[list[int]]]:
+    """Per candidate: the best cosine of a pooled same-thread turn near it in time, the
+    share of the pool in its thread, and the rows of those near turns."""
     by_thread: dict[str, list[int]] = {}
     for row, c in enumerate(cands):
         thread = c.provenance.get("thread")
@@ -159,15 +163,22 @@ def _neighbours(cands: Sequence[Candidate], cosines: npt.NDArray[np.float32]
             by_thread.setdefault(thread, []).append(row)
     best = [0.0] * len(cands)
     share = [0.0] * len(cands)
+    rows_near: list[list[int]] = [[] for _ in cands]
     n = max(1, len(cands))
     for rows in by_thread.values():
         for row in rows:
             share[row] = len(rows) / n
             t = cands[row].timestamp
-            near = [float(cosines[o]) for o in rows
-                    if o != row and abs(cands[o].timestamp - t) <= _NEIGHBOUR_MS]
-            best[row] = max(near, default=0.0)
-    return best, share
+            near = rows_near[row] = [o for o in rows
+                                     if o != row and abs(cands[o].timestamp - t) <= _NEIGHBOUR_MS]
+            best[row] = max((float(cosines[o]) for o in near), default=0.0)
+    return best, share, rows_near
+
+
+@functools.lru_cache(maxsize=4096)
+def _actor_parts(actor: str) -> tuple[str, ...]:
+    """An actor's name as lower-case words of two letters or more (cached per name)."""
+    return tuple(p for p in _WORD.findall(actor.lower()) if len(p) > 1)
 
 
 def _date_match(q: QueryInfo, text: _Text, timestamp: int) -> float:
@@ -199,7 +210,7 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
     order = np.argsort(-cosines, kind="stable")
     cos_rank = np.empty(len(cands), dtype=np.float32)
     cos_rank[order] = 1.0 / (1.0 + np.arange(len(cands), dtype=np.float32))
-    neighbour, thread_share = _neighbours(cands, cosines)
+    neighbour, thread_share, near = _neighbours(cands, cosines)
     fused = np.array([factors.get(c.id, {}).get("rrf", {}).get("value", 0.0) for c in cands])
     by_fused = np.argsort(-fused, kind="stable")
     fused_rank = np.empty(len(cands), dtype=np.float32)
@@ -226,8 +237,7 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
         text = _text(c.content)
         matched = [w for t, w in q.terms.items() if w > 0.0 and t in text.terms]
         actor = c.provenance.get("actor")
-        actor_parts = [p for p in _WORD.findall(actor.lower()) if len(p) > 1] if isinstance(
-            actor, str) else []
+        actor_parts = _actor_parts(actor) if isinstance(actor, str) else ()
         row_values = [
             *(1.0 / r[b] if b in r else 0.0 for b in BACKENDS),
             *(own.get(b, {}).get(c.id, 0.0) for b in BACKENDS),
@@ -256,6 +266,15 @@ def matrix(q: QueryInfo, cands: Sequence[Candidate], ranks: Mapping[str, Mapping
             float(text.is_question),
             float(c.kind == "entry"),
             pool_size,
+            0.0, 0.0,  # neighbour_coverage, neighbour_fused: below, once every row is in
         ]
         out[row] = row_values
+    # What the turns beside it say: a question matched in one turn is often answered in
+    # the next, which need not repeat a word of it.
+    for source, target in (("idf_coverage", "neighbour_coverage"),
+                           ("fused", "neighbour_fused")):
+        column, into = FEATURES.index(source), FEATURES.index(target)
+        for row, others in enumerate(near):
+            if others:
+                out[row, into] = out[others, column].max()
     return out

@@ -8,7 +8,9 @@ What it reads beside the pipeline's own numbers: the query's term weights and ba
 (``stages.relevance``, the same ones the relevance gate reads) and the query's resolved
 time window. ``FEATURE_SINK``: when ``ctx.extras`` holds a list under this key, every
 retrieval appends ``(query, ids, refs, features)`` to it, whatever ``retrieval.reranker``
-says: how ``scripts/train_reranker.py`` and the benchmarks see the pool the reranker sees.
+says: how ``scripts/train_reranker.py`` and the benchmarks see the pool the reranker sees
+(with a sink, as with the reranker on, the pool is the reranker's: each backend's
+``retrieval.rerank_candidates`` best and the thread neighbours of ``stages.neighbours``).
 
 Must not fuse, gate or select (the pipeline orders by the scores this returns).
 """

@@ -28,6 +28,7 @@ from grimoire.retrieval.stages.terms import sample_of, terms_of
 __all__ = ["background", "gate", "query_terms"]
 
 _BACKGROUND_ROWS = 512
+_BACKGROUND = "retrieval.background"  # ctx.extras: (store size, the sample's mean vector)
 
 
 def query_terms(ctx: Context, query: str) -> dict[str, float]:
@@ -42,13 +43,23 @@ def query_terms(ctx: Context, query: str) -> dict[str, float]:
 
 
 def background(ctx: Context, q: Vector) -> float | None:
-    """The query's mean cosine to an evenly spaced sample of stored episodes (None: none)."""
-    _, matrix = ctx.episodes.all_vectors()
-    n = len(matrix)
-    if n == 0:
+    """The query's mean cosine to an evenly spaced sample of stored episodes (None: none).
+
+    The mean of the sample's cosines is the query's dot with the sample's mean vector: that
+    vector is kept per store size (``_BACKGROUND``), so a query costs one dot product of
+    ``dim`` numbers instead of dequantising and multiplying 512 rows (~0.3 ms each time)."""
+    held = ctx.extras.get(_BACKGROUND)
+    n = ctx.episodes.count()
+    if held is None or held[0] != n:
+        _, matrix = ctx.episodes.all_vectors()
+        n = len(matrix)
+        if n == 0:
+            return None
+        rows = np.unique(np.linspace(0, n - 1, min(n, _BACKGROUND_ROWS)).astype(np.intp))
+        held = ctx.extras[_BACKGROUND] = (n, np.mean(matrix[rows], axis=0, dtype=np.float64))
+    if held[0] == 0:
         return None
-    rows = np.unique(np.linspace(0, n - 1, min(n, _BACKGROUND_ROWS)).astype(np.intp))
-    return float(np.mean(matrix[rows] @ q))
+    return float(held[1] @ np.asarray(q, dtype=np.float64))
 
 
 def gate(ctx: Context, query: str, q: Vector, pooled: Sequence[Candidate],
