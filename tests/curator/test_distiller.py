@@ -23,6 +23,7 @@ from curator.distiller.operations import (
     Operation,
     OpKind,
 )
+from curator.distiller.redundancy import drop_redundant
 from curator.distiller.scan import scan
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
@@ -598,3 +599,26 @@ def test_bad_config_is_refused_with_the_field_named() -> None:
         distill([], [], DistillerConfig(alpha=0.0), strategy=None)
     with pytest.raises(ValidationError, match=r"distiller\.hour_strata"):
         distill([], [], DistillerConfig(hour_strata=["weather"]), strategy=None)
+
+
+def test_the_far_side_of_a_split_at_another_cut_is_not_a_second_finding() -> None:
+    """Issue 24 (size_threshold seed 3 listed "smaller swaps win" beside "swaps of $6,200 or
+    more lose"): the cut scan keeps the best cut of each side, and the far side's need not
+    be the near side's. Two sides of one metric at two cuts are one split read from both
+    ends: the sharper one stays. Two sides that each hold without the other stay."""
+    episodes = with_sizes(make_episodes(2, n=4000), 2, lose_above=88.0)
+    table = build_table(episodes, 3 * CFG.min_support)
+    hyps = [h for h in scan(table, CFG) if h.condition.get("action") == "swap"
+            and h.condition.get("metric_band", [""])[0] == "size_usd" and h.passes_effect]
+    upper = min((h for h in hyps if h.target == NEGATIVE_RATE
+                 and h.condition["metric_band"][1] == "upper"), key=lambda h: h.log_p)
+    lower = min((h for h in hyps if h.target == POSITIVE_RATE
+                 and h.condition["metric_band"][1] == "lower"
+                 and h.cut is not None and upper.cut is not None and h.cut < upper.cut),
+                key=lambda h: h.log_p)
+    assert lower.cut != upper.cut
+    assert drop_redundant([upper, lower], table, CFG, family=1) == [upper]
+    # a band against a value of another metric's band is no split of one ordering
+    gas = dataclasses.replace(lower, condition={"action": "swap",
+                                                "metric_band": ["gas_gwei", "lower"]})
+    assert len(drop_redundant([upper, gas], table, CFG, family=1)) == 2
