@@ -39,12 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from curator.distiller import stats
-from curator.distiller.features import Mask, Table
+from curator.distiller.features import Mask, Table, condition_mask
 from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from curator.distiller.scan import Hypothesis, ranks_with_ties
 from grimoire.config import DistillerConfig
+from grimoire.records import Claim
 
-__all__ = ["drop_redundant"]
+__all__ = ["drop_far_sides", "drop_redundant"]
 
 _OPPOSITE = {NEGATIVE_RATE: POSITIVE_RATE, POSITIVE_RATE: NEGATIVE_RATE}
 
@@ -69,6 +70,47 @@ def drop_redundant(
             if drop is not None:
                 dropped.add(a if drop is stronger else b)
     return [h for i, h in enumerate(findings) if i not in dropped]
+
+
+def drop_far_sides(
+    findings: list[Hypothesis], stored: list[Claim], table: Table, cfg: DistillerConfig,
+    family: int,
+) -> list[Hypothesis]:
+    """``findings`` without those that are the far side of a *stored* claim's split (its
+    metric's other side, at another cut, on the opposite outcome): the same one-split rule
+    as within a run (``_one_side``), with the stored claim read at its own cut on these
+    episodes. A run that sees only the far end ("smaller swaps win") must not add it beside
+    the claim learned before ("swaps of $6,200 or more lose"); it goes only when it is the
+    weaker statement of the two (a sharper one is left to stand, and the curator's verdicts
+    judge the stored one)."""
+    level = math.log(cfg.alpha) - math.log(max(1, family))
+    out = []
+    for h in findings:
+        far = False
+        for claim in stored:
+            if (claim.target not in _OPPOSITE or claim.band_cut is None
+                    or "metric_band" not in claim.condition):
+                continue
+            cell = condition_mask(table, claim.condition, claim.band_cut)
+            if cell is None:
+                continue
+            hits = table.negative if claim.target == NEGATIVE_RATE else table.positive
+            cell = cell & h.population
+            n, total = int(cell.sum()), int(h.population.sum())
+            if n == 0 or n == total:
+                continue
+            base = int((h.population & hits).sum()) / total
+            other = Hypothesis(
+                condition=dict(claim.condition), target=claim.target, direction=claim.direction,
+                cell=cell, population=h.population, support=n,
+                effect=int((cell & hits).sum()) / n, baseline=base, n_base=total, log_p=0.0,
+                log_min_p=0.0, passes_effect=True, cut=claim.band_cut)
+            if _opposite_sides(h, other) and _one_side(h, other, table, cfg, level) is h:
+                far = True
+                break
+        if not far:
+            out.append(h)
+    return out
 
 
 def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:

@@ -23,7 +23,7 @@ from curator.distiller.operations import (
     Operation,
     OpKind,
 )
-from curator.distiller.redundancy import drop_redundant
+from curator.distiller.redundancy import drop_far_sides, drop_redundant
 from curator.distiller.scan import scan
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
@@ -618,6 +618,13 @@ def test_the_far_side_of_a_split_at_another_cut_is_not_a_second_finding() -> Non
                 key=lambda h: h.log_p)
     assert lower.cut != upper.cut
     assert drop_redundant([upper, lower], table, CFG, family=1) == [upper]
+    # a later run that finds only the far end does not add it beside the stored claim
+    stored = Claim(dict(upper.condition), NEGATIVE_RATE, "higher", upper.effect,
+                   upper.baseline, upper.support, strategy=None, band_cut=upper.cut)
+    assert drop_far_sides([lower], [stored], table, CFG, family=1) == []
+    assert drop_far_sides([upper], [dataclasses.replace(
+        stored, condition=dict(lower.condition), target=POSITIVE_RATE, band_cut=lower.cut)],
+        table, CFG, family=1) == [upper]  # the sharper one stands
     # a band against a value of another metric's band is no split of one ordering
     gas = dataclasses.replace(lower, condition={"action": "swap",
                                                 "metric_band": ["gas_gwei", "lower"]})
