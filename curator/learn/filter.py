@@ -44,20 +44,18 @@ Pure: operations in, operations out. Must not read or write a store.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from curator.distiller.features import days_per_hour, window_recurred
 from curator.distiller.operations import Operation, OpKind
 from curator.distiller.scan import ranks_with_ties
 from grimoire.config import DistillerConfig
 from grimoire.records import Episode
 
-__all__ = ["coupled", "leak_reason", "window_recurred", "without_echoes", "without_leaks"]
+__all__ = ["coupled", "leak_reason", "without_echoes", "without_leaks"]
 
-_DAY_MS = 86_400_000
-_HOUR_MS = 3_600_000
 
 
 def _coupled(cfg: DistillerConfig) -> set[frozenset[str]]:
@@ -87,17 +85,6 @@ def leak_reason(op: Operation, cfg: DistillerConfig) -> str | None:
     return None
 
 
-def window_recurred(window: Sequence[int], timestamps: Sequence[int], days: float) -> bool:
-    """True when every hour of ``window`` (``[start, end]`` UTC, end exclusive, wrapping
-    midnight) is seen in ``timestamps`` (ms) on at least ``days`` different UTC days."""
-    need = max(1, math.ceil(days))
-    times = np.asarray(timestamps, dtype=np.int64)
-    day, hour = times // _DAY_MS, (times // _HOUR_MS) % 24
-    start, end = int(window[0]), int(window[1])
-    return all(np.unique(day[hour == (start + k) % 24]).size >= need
-               for k in range((end - start) % 24 or 24))
-
-
 def without_leaks(
     ops: Sequence[Operation], cfg: DistillerConfig, *,
     timestamps: Sequence[int] | None = None,
@@ -109,12 +96,13 @@ def without_leaks(
     """
     kept: list[Operation] = []
     dropped: list[tuple[Operation, str]] = []
+    seen = None if timestamps is None else days_per_hour(np.asarray(timestamps, dtype=np.int64))
     for op in ops:
         reason = None if op.op is OpKind.DOWNVOTE else leak_reason(op, cfg)
         window = op.claim.condition.get("hour_window")
-        if (reason is None and timestamps is not None and op.op is not OpKind.DOWNVOTE
+        if (reason is None and seen is not None and op.op is not OpKind.DOWNVOTE
                 and isinstance(window, list | tuple) and len(window) == 2
-                and not window_recurred(window, timestamps, cfg.min_days_for_hours)):
+                and not window_recurred(window, seen, cfg.min_days_for_hours)):
             reason = (f"hour-of-day window not yet seen on {cfg.min_days_for_hours:g} "
                       "different days")
         if reason is None:

@@ -629,3 +629,14 @@ def test_the_far_side_of_a_split_at_another_cut_is_not_a_second_finding() -> Non
     gas = dataclasses.replace(lower, condition={"action": "swap",
                                                 "metric_band": ["gas_gwei", "lower"]})
     assert len(drop_redundant([upper, gas], table, CFG, family=1)) == 2
+
+
+def test_hour_windows_that_have_not_come_round_take_no_share_of_alpha() -> None:
+    """Issue 24: a window no run may report yet (its hours not seen on two days) is not
+    tried, so it dilutes no other hypothesis's alpha; once it has come round, it is."""
+    one_day = make_episodes(1, n=800, days=1)
+    hyps = scan(build_table(one_day, 3 * CFG.min_support), CFG)
+    assert hyps and not any("hour_window" in h.condition for h in hyps)
+    two_days = make_episodes(1, n=800, days=2)
+    assert any("hour_window" in h.condition
+               for h in scan(build_table(two_days, 3 * CFG.min_support), CFG))
