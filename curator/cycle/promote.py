@@ -36,7 +36,12 @@ from curator.cycle.state import (
     list_all,
     refresh,
 )
-from curator.cycle.transitions import LOCAL_PROVENANCE, derived_from, promotion_reason
+from curator.cycle.transitions import (
+    LOCAL_PROVENANCE,
+    derived_from,
+    is_established,
+    promotion_reason,
+)
 from grimoire.gate.decay import default_decay_class, evidence_confidence
 from grimoire.records import Category, EntryStatus, GrimoireEntry, Provenance
 
@@ -184,13 +189,16 @@ def parent_active_map(entries: list[GrimoireEntry],
 def promotion_change(cy: Cycle, entry: GrimoireEntry, parent_ok: bool = True) -> Change | None:
     """The change that makes ``entry`` active, if it qualifies now (re-checked when applied)."""
     cfg = cy.ctx.config.curator
+    alpha = cy.ctx.config.distiller.alpha
     eff = cy.eff(entry)
-    reason = promotion_reason(entry, eff, cfg, parent_active=parent_ok)
+    reason = promotion_reason(entry, eff, cfg, parent_active=parent_ok,
+                              established=is_established(entry, alpha))
     if reason is None:
         return None
 
     def mutate(cur: GrimoireEntry) -> GrimoireEntry | None:
-        if promotion_reason(cur, cy.eff(cur), cfg, parent_active=parent_ok) is None:
+        if promotion_reason(cur, cy.eff(cur), cfg, parent_active=parent_ok,
+                            established=is_established(cur, alpha)) is None:
             return None  # changed since the snapshot: no longer qualifies
         return dataclasses.replace(cur, status=EntryStatus.ACTIVE)
 

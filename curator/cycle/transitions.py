@@ -13,7 +13,12 @@ once and ``explain`` can say why it left), ``archived`` (cold storage).
 Thresholds, all on effective confidence: insight (and causal link, strategy
 fragment, dream journal) ≥ 0.6 → active; heuristic ≥ 0.7 → active, and only
 when learnt here (self_learned / replicant provenance) or validated here at
-least once; warnings are listed at any confidence when new. Demotion: active
+least once; warnings are listed at any confidence when new. A claim this agent's learners
+established (``is_established``: found significant by their family-wise test) is listed
+when new too, whatever its category, as long as its evidence has not turned against it
+(effective confidence >= the demotion line): the test already established what a wait
+for ✓ would only repeat, a cycle later, or a day later for a two-hour window that has to
+come round again. Its ✓ / ✗ then decide whether it stays. Demotion: active
 < 0.4. A warning is only demoted when the evidence turned against it
 (contradicted at least once) or it faded below the prune line: missing a
 risk costs more than a false alarm. A rule derived from an insight follows
@@ -46,6 +51,7 @@ __all__ = [
     "demotion_reason",
     "derived_from",
     "is_derived",
+    "is_established",
     "is_reversed",
     "is_summary",
     "low_confidence_count",
@@ -80,6 +86,18 @@ def derived_from(entry: GrimoireEntry) -> str | None:
     return entry.parent_entry_ids[0] if is_derived(entry) else None
 
 
+def is_established(entry: GrimoireEntry, alpha: float) -> bool:
+    """A claim this agent's learners established: learned here (``self_learned``) with the
+    p-value of the learner's test at most ``alpha`` (the distiller's). The distiller, causal
+    discovery and the check of an LLM's proposals admit a claim only once it passed their
+    family-wise test (Holm over everything they tried, at ``distiller.alpha``), so such a
+    claim's evidence is already significant. A summary, a rule derived from an insight
+    (no claim of its own), outside knowledge and a claim without a test (p = 1) are not."""
+    claim = entry.claim
+    return (entry.provenance is Provenance.SELF_LEARNED and claim is not None
+            and not is_summary(entry) and claim.p_value <= alpha)
+
+
 def is_reversed(entry: GrimoireEntry) -> bool:
     """A claim whose valid time ended: the new episodes decisively reversed it at
     ``valid_until`` (a summary's ``valid_until`` is only the last episode it covers)."""
@@ -96,8 +114,9 @@ def reversal_reason(entry: GrimoireEntry) -> str | None:
 
 
 def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
-                     parent_active: bool = True) -> str | None:
-    """Why a candidate or demoted entry becomes active now, or None."""
+                     parent_active: bool = True, established: bool = False) -> str | None:
+    """Why a candidate or demoted entry becomes active now, or None. ``established``: the
+    entry's claim passed its learner's family-wise test (``is_established``)."""
     if entry.status not in _OPEN or is_summary(entry) or is_reversed(entry):
         return None
     if is_marked(entry.tags):  # text that instructs a model is kept, never made a rule
@@ -111,6 +130,10 @@ def promotion_reason(entry: GrimoireEntry, eff: float, cfg: CuratorConfig, *,
         if entry.status is EntryStatus.DEMOTED and eff >= cfg.demote_below:
             return f"warning back at {eff:.2f} >= {cfg.demote_below}"
         return None
+    if established and entry.status is EntryStatus.CANDIDATE and eff >= cfg.demote_below:
+        # Not for a demoted one: it left because its evidence turned against it, and comes
+        # back at its category's threshold (no flapping around the demotion line).
+        return "its learner's family-wise test found it significant: listed from now on"
     if entry.category is Category.HEURISTIC:
         if eff < cfg.heuristic_promote:
             return None

@@ -11,7 +11,8 @@ or moved effect), DOWNVOTE (the episodes now contradict a stored claim).
 Pipeline: ``features`` (columns) → ``scan`` (hypotheses
 and tests, corrected by ``autocorr`` for episodes that are not
 independent) → ``select`` (family-wise significance, one window per
-family, then ``redundancy``) → ``match`` (stored claims)
+family, then ``redundancy``; a far side of a stored claim's split goes too)
+→ ``match`` (stored claims)
 → ``render``.
 
 Pure: a list of episodes and claims in, a list of operations out. Must not:
@@ -37,6 +38,7 @@ from curator.distiller.operations import (
     OpKind,
     category_for_claim,
 )
+from curator.distiller.redundancy import drop_far_sides
 from curator.distiller.scan import Hypothesis, scan
 from curator.distiller.select import select
 from curator.views.render import render_against, render_claim
@@ -69,6 +71,7 @@ def distill(
     mine = [ex for ex in existing if ex.claim.strategy == strategy
             and (ex.claim.target.startswith("metric:")
                  or ex.claim.target in (NEGATIVE_RATE, POSITIVE_RATE))]
+    findings = drop_far_sides(findings, [ex.claim for ex in mine], table, cfg, family)
     claims = [_claim(h, strategy, h.cut) for h in findings]
     matches, unmatched = match_claims(claims, mine, cfg.edit_change)
     ops: list[Operation] = []

@@ -19,6 +19,7 @@ Condition vocabulary (JSON-safe, so that ``Claim.key`` is stable)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,10 @@ __all__ = [
     "band_cuts",
     "build_table",
     "condition_mask",
+    "days_per_hour",
     "hour_window_mask",
     "rate_population",
+    "window_recurred",
     "window_width",
 ]
 
@@ -121,6 +124,23 @@ def _rows_mask(n: int, rows: list[int]) -> Mask:
     mask = np.zeros(n, dtype=bool)
     mask[rows] = True
     return mask
+
+
+def days_per_hour(timestamps: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """For each UTC hour of the day (0-23), the number of different UTC days on which
+    ``timestamps`` (ms) fall in that hour."""
+    times = np.asarray(timestamps, dtype=np.int64)
+    pairs = np.unique(np.stack([times // (24 * _MS_PER_HOUR), (times // _MS_PER_HOUR) % 24]),
+                      axis=1) if times.size else np.zeros((2, 0), dtype=np.int64)
+    return np.bincount(pairs[1], minlength=24).astype(np.int64)
+
+
+def window_recurred(window: Sequence[int], seen: npt.NDArray[np.int64], days: float) -> bool:
+    """True when every hour of ``window`` (``[start, end]`` UTC, end exclusive, wrapping
+    midnight) was seen on at least ``days`` different days (``seen``: ``days_per_hour``)."""
+    need = max(1, math.ceil(days))
+    start, end = int(window[0]), int(window[1])
+    return all(int(seen[(start + k) % 24]) >= need for k in range((end - start) % 24 or 24))
 
 
 def hour_window_mask(hours: npt.NDArray[np.int64], start: int, width: int) -> Mask:

@@ -13,7 +13,10 @@ target and direction whose episode sets overlap may be one regularity:
 - two sides of one split, on opposite outcomes, whose conditions cover the
   population between them ("swaps above $6,400 lose" and "swaps up to $6,400
   win", or "on arbitrum lose" and "on ethereum win" when there are two chains):
-  one comparison read from both ends. When one of the
+  one comparison read from both ends. So are the two sides of one metric's split
+  read at two cuts ("swaps of $6,200 or more lose" and "swaps up to $5,000 win"):
+  the cut scan keeps the best cut of each side, and the far side's best cut need not
+  be the near side's; what lies between the cuts belongs to either end. When one of the
   two no longer holds without the other's episodes, the one whose rate moves
   less from the base rate goes (the larger group's); the smaller, sharper
   statement says the same and more.
@@ -36,12 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from curator.distiller import stats
-from curator.distiller.features import Mask, Table
+from curator.distiller.features import Mask, Table, condition_mask
 from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from curator.distiller.scan import Hypothesis, ranks_with_ties
 from grimoire.config import DistillerConfig
+from grimoire.records import Claim
 
-__all__ = ["drop_redundant"]
+__all__ = ["drop_far_sides", "drop_redundant"]
 
 _OPPOSITE = {NEGATIVE_RATE: POSITIVE_RATE, POSITIVE_RATE: NEGATIVE_RATE}
 
@@ -68,14 +72,73 @@ def drop_redundant(
     return [h for i, h in enumerate(findings) if i not in dropped]
 
 
+def drop_far_sides(
+    findings: list[Hypothesis], stored: list[Claim], table: Table, cfg: DistillerConfig,
+    family: int,
+) -> list[Hypothesis]:
+    """``findings`` without those that are the far side of a *stored* claim's split (its
+    metric's other side, at another cut, on the opposite outcome): the same one-split rule
+    as within a run (``_one_side``), with the stored claim read at its own cut on these
+    episodes. A run that sees only the far end ("smaller swaps win") must not add it beside
+    the claim learned before ("swaps of $6,200 or more lose"); it goes only when it is the
+    weaker statement of the two (a sharper one is left to stand, and the curator's verdicts
+    judge the stored one)."""
+    level = math.log(cfg.alpha) - math.log(max(1, family))
+    out = []
+    for h in findings:
+        far = False
+        for claim in stored:
+            if (claim.target not in _OPPOSITE or claim.band_cut is None
+                    or "metric_band" not in claim.condition):
+                continue
+            cell = condition_mask(table, claim.condition, claim.band_cut)
+            if cell is None:
+                continue
+            hits = table.negative if claim.target == NEGATIVE_RATE else table.positive
+            cell = cell & h.population
+            n, total = int(cell.sum()), int(h.population.sum())
+            if n == 0 or n == total:
+                continue
+            base = int((h.population & hits).sum()) / total
+            other = Hypothesis(
+                condition=dict(claim.condition), target=claim.target, direction=claim.direction,
+                cell=cell, population=h.population, support=n,
+                effect=int((cell & hits).sum()) / n, baseline=base, n_base=total, log_p=0.0,
+                log_min_p=0.0, passes_effect=True, cut=claim.band_cut)
+            if _opposite_sides(h, other) and _one_side(h, other, table, cfg, level) is h:
+                far = True
+                break
+        if not far:
+            out.append(h)
+    return out
+
+
 def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:
-    """Rates of opposite outcomes, both "higher", over one population that their two
-    conditions cover between them (the two ends of one split: a metric below and above a
-    cut, an attribute's two values). Two values of a many-valued attribute ("bear" and
+    """Rates of opposite outcomes, both "higher", over one population, that are the two
+    ends of one split: conditions that cover the population between them (a metric below
+    and above one cut, an attribute's two values), or one metric's two sides at two cuts
+    (``_one_metric_split``). Two values of a many-valued attribute ("bear" and
     "sideways") leave the other values out: two regularities, judged as any others."""
     return (_OPPOSITE.get(a.target) == b.target and a.direction == b.direction == "higher"
             and bool(np.array_equal(a.population, b.population))
-            and not bool((a.population & ~(a.cell | b.cell)).any()))
+            and (not bool((a.population & ~(a.cell | b.cell)).any())
+                 or _one_metric_split(a, b)))
+
+
+def _one_metric_split(a: Hypothesis, b: Hypothesis) -> bool:
+    """The same metric's lower and upper bands under the same other terms, at cuts that do
+    not overlap (the lower one's at or below the upper one's): one ordering of the
+    population read from its two ends, whatever the cut each end was best read at."""
+    band_a, band_b = a.condition.get("metric_band"), b.condition.get("metric_band")
+    if (not isinstance(band_a, list | tuple) or not isinstance(band_b, list | tuple)
+            or band_a[0] != band_b[0] or {band_a[1], band_b[1]} != {"lower", "upper"}
+            or a.cut is None or b.cut is None):
+        return False
+    rest_a = {k: v for k, v in a.condition.items() if k != "metric_band"}
+    rest_b = {k: v for k, v in b.condition.items() if k != "metric_band"}
+    lower, upper = (a, b) if band_a[1] == "lower" else (b, a)
+    assert lower.cut is not None and upper.cut is not None
+    return rest_a == rest_b and lower.cut <= upper.cut
 
 
 def _one_side(a: Hypothesis, b: Hypothesis, table: Table, cfg: DistillerConfig,

@@ -58,7 +58,9 @@ from curator.distiller.features import (
     Mask,
     Table,
     band_cuts,
+    days_per_hour,
     hour_window_mask,
+    window_recurred,
 )
 from curator.distiller.operations import NEGATIVE_RATE, POSITIVE_RATE
 from grimoire.config import DistillerConfig
@@ -145,10 +147,17 @@ def _weigh_band_scans(hyps: list[Hypothesis], scan_weight: float) -> None:
 
 
 def _windows(table: Table, cfg: DistillerConfig) -> Iterator[tuple[dict[str, Any], Mask]]:
+    """Every hour window tried, but those that have not come round yet (each hour seen on
+    ``min_days_for_hours`` days, ``features.window_recurred``): no run may report such a
+    window (``curator.learn.filter``), and what cannot be reported must not take a share
+    of alpha from what can. Which windows qualify depends on the times alone, never on the
+    outcomes, so leaving them out keeps the family-wise level."""
+    seen = days_per_hour(table.timestamps)
     for width in sorted({int(w) for w in cfg.hour_windows if 1 <= int(w) < 24}):
         for start in range(24):
-            cond = {"hour_window": [start, (start + width) % 24]}
-            yield cond, hour_window_mask(table.hours, start, width)
+            window = [start, (start + width) % 24]
+            if window_recurred(window, seen, cfg.min_days_for_hours):
+                yield {"hour_window": window}, hour_window_mask(table.hours, start, width)
 
 
 def _bands(table: Table, within: Mask, skip: frozenset[str], cfg: DistillerConfig

@@ -12,10 +12,14 @@ cheap gas at 02:00 is the finding, cheap fees at 02:00 its echo).
 ``distiller.outcome_metrics``, ``coupled_metrics`` and ``derived_metrics``
 name them; this module drops the operations whose claim uses them so.
 
-An hour-of-day finding also needs episodes spanning ``min_days_for_hours``
-(every hour seen at least twice): on the first morning, "gas averages 22.9
-between 00:00 and 02:00 (vs 15.4 overall)" compares two hours with a baseline
-made of the few other hours seen so far, and is gone once a whole day is in.
+An hour-of-day finding also needs its window to have come round: each of its hours seen on
+``min_days_for_hours`` different days. On the first morning "gas averages 22.9 between
+00:00 and 02:00 (vs 15.4 overall)" is a stretch of time that differed, which no test on
+one day can tell from a time of day that differs: only the window's recurrence can. Once
+it recurred, a day has passed, so every other hour has been seen too and the baseline is a
+whole day's. The window's own hours decide, not the clock's: a 02:00-04:00 window has come
+round by 04:00 on the second day, an 18:00-21:00 one only by 21:00 (a span of two whole
+days, the rule before, held every finding back to the third morning).
 
 A metric computed from another one the same episodes carry (a fee from gas × price
 + size × fee tier) shows every finding of its input again, a little diluted by its
@@ -44,6 +48,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curator.distiller.features import days_per_hour, window_recurred
 from curator.distiller.operations import Operation, OpKind
 from curator.distiller.scan import ranks_with_ties
 from grimoire.config import DistillerConfig
@@ -51,7 +56,6 @@ from grimoire.records import Episode
 
 __all__ = ["coupled", "leak_reason", "without_echoes", "without_leaks"]
 
-_DAY_MS = 86_400_000
 
 
 def _coupled(cfg: DistillerConfig) -> set[frozenset[str]]:
@@ -82,20 +86,25 @@ def leak_reason(op: Operation, cfg: DistillerConfig) -> str | None:
 
 
 def without_leaks(
-    ops: Sequence[Operation], cfg: DistillerConfig, *, span_ms: int | None = None
+    ops: Sequence[Operation], cfg: DistillerConfig, *,
+    timestamps: Sequence[int] | None = None,
 ) -> tuple[list[Operation], list[tuple[Operation, str]]]:
     """(kept operations, dropped operations with the reason).
 
-    ``span_ms``: the time the distilled episodes cover (None: not checked).
+    ``timestamps``: the times of the distilled episodes, for the hour windows' recurrence
+    (None: not checked).
     """
     kept: list[Operation] = []
     dropped: list[tuple[Operation, str]] = []
-    short = span_ms is not None and span_ms < cfg.min_days_for_hours * _DAY_MS
+    seen = None if timestamps is None else days_per_hour(np.asarray(timestamps, dtype=np.int64))
     for op in ops:
         reason = None if op.op is OpKind.DOWNVOTE else leak_reason(op, cfg)
-        if reason is None and short and op.op is not OpKind.DOWNVOTE \
-                and "hour_window" in op.claim.condition:
-            reason = f"hour-of-day window from less than {cfg.min_days_for_hours:g} days"
+        window = op.claim.condition.get("hour_window")
+        if (reason is None and seen is not None and op.op is not OpKind.DOWNVOTE
+                and isinstance(window, list | tuple) and len(window) == 2
+                and not window_recurred(window, seen, cfg.min_days_for_hours)):
+            reason = (f"hour-of-day window not yet seen on {cfg.min_days_for_hours:g} "
+                      "different days")
         if reason is None:
             kept.append(op)
         else:

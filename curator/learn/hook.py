@@ -4,7 +4,7 @@
 ``strategy=None``, the global ones: episodes written without a strategy) and
 the stored claims of that strategy, runs ``curator.distiller.distill`` and
 ``curator.learn.causal_discovery.discover_links``, drops findings that restate
-arithmetic or read hours from less than two days (``filter``), and
+arithmetic or read an hour window that has not come round again (``filter``), and
 those on a claim family the curator saw change inside the window
 (``change_points``: a window that mixes two worlds is evidence for neither; such a
 family is judged on the episodes since its change point instead, by a second run of
@@ -186,7 +186,7 @@ def _since_changes(episodes: list[Episode], existing: list[ExistingClaim],
         after = [ep for ep in episodes if ep.timestamp >= at]
         found = [op for op in run_distiller(after, existing, cfg, strategy=strategy)
                  if points.get(change_points.family(op.claim)) == at]
-        found, leaks = without_leaks(found, cfg, span_ms=after[-1].timestamp - after[0].timestamp)
+        found, leaks = without_leaks(found, cfg, timestamps=[ep.timestamp for ep in after])
         found, echoes = without_echoes(found, after, cfg)
         kept.extend(found)
         dropped.extend(leaks + echoes)
@@ -231,8 +231,7 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
     relationships: dict[str, str] = {}
     if paths is not None:
         ops, llm_counts, relationships = paths.refine(ops, episodes, existing, cfg, strategy)
-    span = episodes[-1].timestamp - episodes[0].timestamp if episodes else 0
-    ops, dropped = without_leaks(ops, cfg, span_ms=span)
+    ops, dropped = without_leaks(ops, cfg, timestamps=[ep.timestamp for ep in episodes])
     ops, echoes = without_echoes(ops, episodes, cfg)
     dropped.extend(echoes)
     points = change_points.load(ctx)

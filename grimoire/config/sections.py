@@ -197,8 +197,9 @@ class DistillerConfig:
         "relative effect is kept (the other is its echo), and neither is a condition on the "
         "other")
     min_days_for_hours: float = opt(
-        2.0, "an hour-of-day finding needs episodes spanning this many days (every hour seen "
-        "twice); before that, a window is compared with a partial day's baseline")
+        2.0, "an hour-of-day finding needs each hour of its window seen on this many different "
+        "days (the window came round again; by then every other hour was seen too): before "
+        "that, a stretch of time that differed cannot be told from a time of day that does")
     causal_edge_pairs: int = opt(20, "episode pairs written as causal edges per discovered "
                                  "link and run (the most recent ones)")
     causal_regime_targets: bool = opt(True, "causal discovery tells regime shifts apart by "

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from curator.cycle.derive import derive_rule
 from curator.cycle.transitions import (
     demotion_reason,
+    is_established,
     is_reversed,
     low_confidence_count,
     promotion_reason,
@@ -68,6 +69,31 @@ def test_warnings_are_listed_at_any_confidence_once() -> None:
     demoted = dataclasses.replace(warning, status=EntryStatus.DEMOTED)
     assert promotion_reason(demoted, 0.3, CFG) is None
     assert promotion_reason(demoted, 0.4, CFG) is not None
+
+
+def test_a_claim_its_learners_test_established_is_listed_when_new() -> None:
+    """Issue 24: the distiller's family-wise test already established the claim; a second
+    wait for ✓ (a cycle, or a day for a two-hour window to come round) is not required of
+    it, whatever its category. Evidence against it still keeps it out, and once demoted
+    it comes back at its category's threshold."""
+    found = dataclasses.replace(GAS_CLAIM, p_value=1e-6)
+    insight = entry(claim=found)
+    assert is_established(insight, 0.01)
+    assert promotion_reason(insight, 0.5, CFG) is None  # without the test's word: a wait
+    assert promotion_reason(insight, 0.5, CFG, established=True) is not None
+    heuristic = entry(category=Category.HEURISTIC, claim=found)
+    assert promotion_reason(heuristic, 0.5, CFG, established=True) is not None
+    # its evidence turned against it: not listed
+    assert promotion_reason(insight, 0.39, CFG, established=True) is None
+    demoted = entry(claim=found, status=EntryStatus.DEMOTED)
+    assert promotion_reason(demoted, 0.5, CFG, established=True) is None
+    assert promotion_reason(demoted, 0.6, CFG, established=True) is not None
+    # what no learner's test found is not established
+    assert not is_established(entry(claim=GAS_CLAIM), 0.01)  # p = 1: no test
+    assert not is_established(entry(claim=dataclasses.replace(GAS_CLAIM, p_value=0.02)), 0.01)
+    assert not is_established(entry(claim=found, provenance=Provenance.CLADE), 0.01)
+    assert not is_established(entry(), 0.01)  # no claim (a compressed cluster)
+    assert not is_established(entry(claim=found, tags=("summary",)), 0.01)
 
 
 def test_demotion_below_the_active_threshold() -> None:
@@ -142,18 +168,20 @@ def test_low_quality_prune() -> None:
                                EntryStatus.DEMOTED]),
        provenance=st.sampled_from(list(Provenance)), eff=st.floats(0.05, 0.99),
        validated=st.integers(0, 3), contradicted=st.integers(0, 3),
-       derived=st.booleans(), parent_active=st.booleans(), ended=st.booleans())
+       derived=st.booleans(), parent_active=st.booleans(), ended=st.booleans(),
+       established=st.booleans())
 def test_promotion_and_demotion_never_both_fire(
         category: Category, status: EntryStatus, provenance: Provenance, eff: float,
         validated: int, contradicted: int, derived: bool, parent_active: bool,
-        ended: bool) -> None:
+        ended: bool, established: bool) -> None:
     """Promoting an entry and then judging it for demotion at the same confidence never
     demotes it again: no flapping within a cycle."""
     e = entry(category=category, status=status, provenance=provenance,
               validated_count=validated, contradicted_count=contradicted,
               tags=("derived",) if derived else (), parent_entry_ids=("p",) if derived else (),
               valid_until=5 if ended else None)
-    if promotion_reason(e, eff, CFG, parent_active=parent_active) is not None:
+    if promotion_reason(e, eff, CFG, parent_active=parent_active,
+                        established=established) is not None:
         promoted = dataclasses.replace(e, status=EntryStatus.ACTIVE)
         assert demotion_reason(promoted, eff, CFG, parent_active=parent_active) is None
 

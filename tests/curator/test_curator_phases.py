@@ -13,6 +13,7 @@ from curator.cycle.learn import compress
 from curator.cycle.lifecycle import decay, demote_and_prune
 from curator.cycle.promote import parameterize, promote
 from curator.cycle.run import run_cycle
+from curator.views.playbook import select_entries
 from grimoire import Grimoire
 from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
 from grimoire.gate.decay import evidence_confidence
@@ -150,6 +151,32 @@ def test_promotion_thresholds_in_the_store(g: Grimoire) -> None:
                       rule.id: EntryStatus.ACTIVE, outside.id: cand,
                       warning.id: EntryStatus.ACTIVE}
     assert deltas(g, rule.id) == ["promote"]
+
+
+def test_a_claim_the_distiller_established_is_listed_in_the_cycle_that_sees_it(
+        g: Grimoire) -> None:
+    """Issue 24: an insight (and an outcome heuristic) whose claim passed the learner's
+    family-wise test goes into PLAYBOOK.md at the next cycle at ✓0, not after new
+    episodes confirmed it (for a two-hour window, a day later); the same claim untested
+    (p = 1) still waits for ✓."""
+    cand = EntryStatus.CANDIDATE
+    found = dataclasses.replace(GAS_CLAIM, p_value=1e-9)
+    insight = put(g, confidence=0.5, status=cand, claim=found,
+                  content="Gas averages 6 gwei between 02:00 and 04:00 UTC (vs 24).")
+    win = put(g, category=Category.HEURISTIC, confidence=0.5, status=cand,
+              claim=dataclasses.replace(SWAP_CLAIM, target="outcome:positive_rate",
+                                        p_value=1e-5),
+              content="Swaps in high_vol win more often (80% vs 35%).")
+    untested = put(g, confidence=0.5, status=cand,
+                   claim=dataclasses.replace(GAS_CLAIM, condition={"hour_window": [5, 7]}),
+                   content="Gas averages 6 gwei between 05:00 and 07:00 UTC (vs 24).")
+    run_cycle(g.context)
+    assert get(g, insight.id).status is EntryStatus.ACTIVE
+    assert get(g, insight.id).validated_count == 0
+    assert get(g, win.id).status is EntryStatus.ACTIVE
+    assert get(g, untested.id).status is cand
+    listed = {e.id for e in select_entries(g.context)}
+    assert {insight.id, win.id} <= listed and untested.id not in listed
 
 
 # --- 4. decay ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from curator.distiller.operations import (
     Operation,
     OpKind,
 )
+from curator.distiller.redundancy import drop_far_sides, drop_redundant
 from curator.distiller.scan import scan
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
@@ -598,3 +599,44 @@ def test_bad_config_is_refused_with_the_field_named() -> None:
         distill([], [], DistillerConfig(alpha=0.0), strategy=None)
     with pytest.raises(ValidationError, match=r"distiller\.hour_strata"):
         distill([], [], DistillerConfig(hour_strata=["weather"]), strategy=None)
+
+
+def test_the_far_side_of_a_split_at_another_cut_is_not_a_second_finding() -> None:
+    """Issue 24 (size_threshold seed 3 listed "smaller swaps win" beside "swaps of $6,200 or
+    more lose"): the cut scan keeps the best cut of each side, and the far side's need not
+    be the near side's. Two sides of one metric at two cuts are one split read from both
+    ends: the sharper one stays. Two sides that each hold without the other stay."""
+    episodes = with_sizes(make_episodes(2, n=4000), 2, lose_above=88.0)
+    table = build_table(episodes, 3 * CFG.min_support)
+    hyps = [h for h in scan(table, CFG) if h.condition.get("action") == "swap"
+            and h.condition.get("metric_band", [""])[0] == "size_usd" and h.passes_effect]
+    upper = min((h for h in hyps if h.target == NEGATIVE_RATE
+                 and h.condition["metric_band"][1] == "upper"), key=lambda h: h.log_p)
+    lower = min((h for h in hyps if h.target == POSITIVE_RATE
+                 and h.condition["metric_band"][1] == "lower"
+                 and h.cut is not None and upper.cut is not None and h.cut < upper.cut),
+                key=lambda h: h.log_p)
+    assert lower.cut != upper.cut
+    assert drop_redundant([upper, lower], table, CFG, family=1) == [upper]
+    # a later run that finds only the far end does not add it beside the stored claim
+    stored = Claim(dict(upper.condition), NEGATIVE_RATE, "higher", upper.effect,
+                   upper.baseline, upper.support, strategy=None, band_cut=upper.cut)
+    assert drop_far_sides([lower], [stored], table, CFG, family=1) == []
+    assert drop_far_sides([upper], [dataclasses.replace(
+        stored, condition=dict(lower.condition), target=POSITIVE_RATE, band_cut=lower.cut)],
+        table, CFG, family=1) == [upper]  # the sharper one stands
+    # a band against a value of another metric's band is no split of one ordering
+    gas = dataclasses.replace(lower, condition={"action": "swap",
+                                                "metric_band": ["gas_gwei", "lower"]})
+    assert len(drop_redundant([upper, gas], table, CFG, family=1)) == 2
+
+
+def test_hour_windows_that_have_not_come_round_take_no_share_of_alpha() -> None:
+    """Issue 24: a window no run may report yet (its hours not seen on two days) is not
+    tried, so it dilutes no other hypothesis's alpha; once it has come round, it is."""
+    one_day = make_episodes(1, n=800, days=1)
+    hyps = scan(build_table(one_day, 3 * CFG.min_support), CFG)
+    assert hyps and not any("hour_window" in h.condition for h in hyps)
+    two_days = make_episodes(1, n=800, days=2)
+    assert any("hour_window" in h.condition
+               for h in scan(build_table(two_days, 3 * CFG.min_support), CFG))

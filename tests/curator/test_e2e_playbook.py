@@ -108,7 +108,8 @@ def test_planted_regularities_stand_in_the_playbook(tmp_path: Path) -> None:
     confidence is what its ✓ / ✗ give (SPEC §13): the scenario also writes unrelated clade
     alerts, so about half of all clade alerts are followed, its ✓ (followed occurrences)
     and ✗ (the others) stay near even, and it is not listed as a confident rule (before,
-    votes on its pooled verdicts showed a link at ✓3 ✗5 active at 0.62)."""
+    votes on its pooled verdicts showed a link at ✓3 ✗5 active at 0.62); found by
+    discovery's family-wise test, it may be listed, at that confidence."""
     # The true regime on every episode: this test pins the pipeline at 1,500 ticks; recall
     # under the shipped 15% label noise is measured by scripts/bench_learning.py.
     clean = dataclasses.replace(load_scenario(None), label_noise=0.0)
@@ -120,11 +121,14 @@ def test_planted_regularities_stand_in_the_playbook(tmp_path: Path) -> None:
     assert summary["phases"]["distil"].get("strategies", 0) >= 1
     assert _listed(markdown, GAS_HEURISTIC), markdown
     assert _listed(markdown, SWAP_WARNING), markdown
-    assert not _listed(markdown, CAUSAL, kind="causal link"), markdown
     (link,) = [e for e in g_entries(tmp_path / "data") if CAUSAL.search(e.content)]
     assert link.validated_count >= 3 and link.contradicted_count >= 3
     assert link.confidence == evidence_confidence(link.provenance, link.validated_count,
                                                   link.contradicted_count, DecayConfig())
+    # Discovery's family-wise test established it (issue 24: listed without a second wait
+    # for ✓), at the confidence its near-even ✓ / ✗ give: never a confident rule.
+    if _listed(markdown, CAUSAL, kind="causal link"):
+        assert link.status is EntryStatus.ACTIVE and link.confidence < 0.6
     # The front matter counts what is listed.
     assert re.search(r"^  heuristics: [1-9]", markdown, re.MULTILINE)
     assert re.search(r"^  warnings: [1-9]", markdown, re.MULTILINE)

@@ -15,7 +15,7 @@ from curator.distiller.operations import Operation, OpKind
 from curator.learn.apply import apply_operations, link_weight
 from curator.learn.filter import leak_reason, without_echoes, without_leaks
 from curator.learn.votes import VOTES_KEY, parse_votes, record_votes
-from grimoire.clock import MS_PER_DAY, FrozenClock
+from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.grimoire import Grimoire
@@ -169,16 +169,32 @@ def test_leak_filter(condition: dict[str, object], target: str, dropped: bool) -
     assert down in kept and (op in kept) is not dropped and len(gone) == int(dropped)
 
 
-def test_hour_windows_need_two_days_of_data() -> None:
+def test_hour_windows_need_their_window_to_come_round_again() -> None:
+    """Issue 24: a 02:00-04:00 window is judged once its hours were seen on two days (04:00
+    on the second day), not once two whole days have passed (the third morning); a window
+    seen once (a stretch of the first morning) is not."""
     cfg = DistillerConfig()
     claim = Claim({"hour_window": [2, 4]}, "metric:gas_gwei", "lower", 6.0, 24.0, 20)
     add = Operation(op=OpKind.ADD, category=Category.INSIGHT, claim=claim, content="x")
     down = Operation(op=OpKind.DOWNVOTE, category=Category.INSIGHT, claim=claim, content="x",
                      target_entry_id="e1")
-    kept, gone = without_leaks([add, down], cfg, span_ms=MS_PER_DAY)
-    assert kept == [down] and "2 days" in gone[0][1]
-    assert without_leaks([add, down], cfg, span_ms=2 * MS_PER_DAY)[0] == [add, down]
-    assert without_leaks([add], cfg)[0] == [add]  # span unknown: not checked
+    every_3_min = 180_000
+
+    def until(hours: float) -> list[int]:
+        return list(range(0, int(hours * MS_PER_HOUR), every_3_min))
+
+    kept, gone = without_leaks([add, down], cfg, timestamps=until(24 + 2.5))
+    assert kept == [down] and "2 different days" in gone[0][1]  # 03:00 seen once
+    assert without_leaks([add, down], cfg, timestamps=until(28))[0] == [add, down]
+    late = dataclasses.replace(add, claim=dataclasses.replace(
+        claim, condition={"hour_window": [18, 21]}))
+    assert without_leaks([late], cfg, timestamps=until(28))[0] == []
+    assert without_leaks([late], cfg, timestamps=until(45))[0] == [late]
+    wraps = dataclasses.replace(add, claim=dataclasses.replace(
+        claim, condition={"hour_window": [22, 2]}))
+    assert without_leaks([wraps], cfg, timestamps=until(26))[0] == []  # 22-24 seen once
+    assert without_leaks([wraps], cfg, timestamps=until(48))[0] == [wraps]
+    assert without_leaks([add], cfg)[0] == [add]  # times unknown: not checked
 
 
 def test_no_metric_is_derived_by_default() -> None:
