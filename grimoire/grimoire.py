@@ -321,7 +321,9 @@ class Grimoire:
         if ctx.embed_stage is not None:
             ctx.embed_stage.stop()  # what it accepted goes on to the writer before that stops
         ctx.writer.stop()
-        figures = self._status_figures()
+        from grimoire.methods import status_cache
+
+        figures = None if self.read_only else status_cache.take_at_close(ctx)
         errors: list[BaseException] = scope_errors
         for store in (ctx.episode_store.peek(), ctx.semantic, ctx.graph):
             if store is None:  # a read-only open that never read an episode
@@ -331,35 +333,12 @@ class Grimoire:
             except GrimoireError as exc:  # keep closing the others; report after
                 errors.append(exc)
             if store is ctx.episode_store.peek() and figures is not None and not errors:
-                self._save_status_figures(figures)
+                status_cache.keep_at_close(ctx, figures)
         if self._lock is not None:
             self._lock.close()
         log.info("grimoire.close", data_dir=str(ctx.data_dir))
         if errors:
             raise errors[0]
-
-    def _status_figures(self) -> dict[str, Any] | None:
-        """A writer's episode figures for an offline ``status`` (``methods.status_cache``),
-        taken after its last write; saved once the episode store is closed."""
-        if self.read_only:
-            return None
-        from grimoire.methods.health import SCAN_LIMIT
-        from grimoire.methods.status_cache import collect
-
-        try:
-            self._ctx.episodes.flush()
-            return collect(self._ctx, SCAN_LIMIT)
-        except GrimoireError as exc:  # the close goes on; an offline status reads the store
-            log.warning("grimoire.close.status_figures", error=str(exc))
-            return None
-
-    def _save_status_figures(self, figures: dict[str, Any]) -> None:
-        from grimoire.methods.status_cache import save
-
-        try:
-            save(self._ctx, figures)
-        except GrimoireError as exc:
-            log.warning("grimoire.close.status_figures", error=str(exc))
 
     def __enter__(self) -> Grimoire:
         return self

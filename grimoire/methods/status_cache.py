@@ -33,10 +33,11 @@ from typing import Any
 
 from grimoire.clock import MS_PER_DAY, SystemClock
 from grimoire.context import Context
+from grimoire.errors import GrimoireError
 from grimoire.logs import get_logger
 
 __all__ = ["KEY", "WINDOW_MS", "ActionRow", "action_rows", "collect", "episode_stats",
-           "fingerprint", "load", "save"]
+           "fingerprint", "keep_at_close", "load", "save", "take_at_close"]
 
 log = get_logger(__name__)
 
@@ -135,6 +136,27 @@ def save(ctx: Context, figures: Mapping[str, Any]) -> None:
     if found is None:
         return
     ctx.semantic.set_meta(KEY, {**figures, "fingerprint": found})
+
+
+def take_at_close(ctx: Context) -> dict[str, Any] | None:
+    """A closing writer's figures, taken after its last write (None if they cannot be: the
+    close goes on, and an offline status then reads the store)."""
+    from grimoire.methods.health import SCAN_LIMIT
+
+    try:
+        ctx.episodes.flush()
+        return collect(ctx, SCAN_LIMIT)
+    except GrimoireError as exc:
+        log.warning("grimoire.close.status_figures", error=str(exc))
+        return None
+
+
+def keep_at_close(ctx: Context, figures: Mapping[str, Any]) -> None:
+    """``save`` once the episode store is closed; a failure is logged, never raised."""
+    try:
+        save(ctx, figures)
+    except GrimoireError as exc:
+        log.warning("grimoire.close.status_figures", error=str(exc))
 
 
 def load(ctx: Context) -> dict[str, Any] | None:
