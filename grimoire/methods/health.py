@@ -22,7 +22,7 @@ from typing import Any
 from grimoire.clock import MS_PER_DAY
 from grimoire.context import Context
 from grimoire.methods.status import HEALTH_METRICS
-from grimoire.methods.status_cache import action_rows
+from grimoire.methods.status_cache import SCAN_LIMIT, action_rows
 from grimoire.records import Category, EntryStatus, GrimoireEntry
 from grimoire.stores.semantic.types import EntryFilter
 
@@ -31,7 +31,6 @@ __all__ = ["BANDS", "Band", "register_health_metrics"]
 WEEK_MS = 7 * MS_PER_DAY
 MIN_SAMPLES = 20  # fewer decisions / reports / predictions than this: "insufficient"
 PREDICTION_TOLERANCE_BPS = 50.0  # seed 004: a prediction within 50 bps of the actual
-SCAN_LIMIT = 20_000  # episodes read at most for an episode-based metric
 
 
 @dataclass(frozen=True, slots=True)

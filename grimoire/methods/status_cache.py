@@ -36,7 +36,7 @@ from grimoire.context import Context
 from grimoire.errors import GrimoireError
 from grimoire.logs import get_logger
 
-__all__ = ["KEY", "WINDOW_MS", "ActionRow", "action_rows", "collect", "episode_stats",
+__all__ = ["KEY", "SCAN_LIMIT", "WINDOW_MS", "ActionRow", "action_rows", "collect", "episode_stats",
            "fingerprint", "keep_at_close", "load", "save", "take_at_close"]
 
 log = get_logger(__name__)
@@ -44,6 +44,7 @@ log = get_logger(__name__)
 KEY = "status.episodes"
 _FORMAT = 2
 WINDOW_MS = 30 * MS_PER_DAY  # the longest window a health metric reads actions in
+SCAN_LIMIT = 20_000  # episodes read at most for an episode-based metric
 _EXTRA = "status.saved"  # ctx.extras: the saved figures a status call is using
 # (timestamp, gain or None, realised - predicted return in bps or None)
 ActionRow = tuple[int, float | None, float | None]
@@ -141,8 +142,6 @@ def save(ctx: Context, figures: Mapping[str, Any]) -> None:
 def take_at_close(ctx: Context) -> dict[str, Any] | None:
     """A closing writer's figures, taken after its last write (None if they cannot be: the
     close goes on, and an offline status then reads the store)."""
-    from grimoire.methods.health import SCAN_LIMIT
-
     try:
         ctx.episodes.flush()
         return collect(ctx, SCAN_LIMIT)
