@@ -187,16 +187,12 @@ def _record(payload: bytes) -> tuple[int, list[tuple[int, int]]]:
     return seq, spans
 
 
-def _records(path: Path) -> Iterator[tuple[int, bytes, list[tuple[int, int]]]]:
-    """(seq, payload, spans) of every record (``_record``), the header left out,
-    stopping where ``_frames`` stops (a torn or undecodable frame ends the log)."""
-    for payload in _payloads(path):
-        try:
-            seq, spans = _record(payload)
-        except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
-            return
-        if seq:
-            yield seq, payload, spans
+def _decodes(payload: bytes) -> bool:
+    try:
+        decode(payload)
+    except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _raw(payload: bytes) -> bytes:
@@ -346,51 +342,81 @@ class RedoLog:
 
     def scrub(self, redact: Redactor) -> int:
         """Rewrite the file with ``redact`` applied to every op (``forget``); returns the
-        ops changed. Two streamed passes (``redact.learn``, then the rewrite), each
-        looking at a record's ASCII-lowered bytes once (``match.Needles``): a record that
-        holds nothing ``redact`` looks for is copied as it is, and in one that does, only
-        the ops where a match lies are decoded, and only those that change are
-        re-encoded, spliced into the record's bytes."""
+        ops changed. Two streamed passes over the records' ASCII-lowered bytes
+        (``match.Needles``). The first finds the ops that hold a forgotten id or text
+        (``redact.hits``) and learns from them (``redact.learn``); the second looks only
+        for the keys learnt (``redact.key_hits``, when there are any), then decodes only
+        the ops found, re-encodes only those that change and splices them into the
+        record's bytes; every other record is copied as it is."""
         if not redact:
             return 0
         with self._lock:
             self._file.flush()
-            for _, payload, spans in _records(self.path):
-                low = payload.lower()
-                for i in redact.id_hits(low, spans):
+            found: dict[int, list[int]] = {}  # the ops found in each record (its order)
+            headers, count = set(), 0
+            for count, payload in enumerate(_payloads(self.path), 1):
+                try:
+                    seq, spans = _record(payload)
+                except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
+                    if _decodes(payload):  # whole, but not laid out as a record: refuse
+                        raise StoreError(f"redo log {self.path}: a record is not "  # noqa: B904
+                                         "[seq, [encoded op, ...]]; not scrubbed")
+                    count -= 1  # a frame that does not decode ends the log (``_frames``)
+                    break
+                if not seq:
+                    headers.add(count)
+                    continue
+                hits = redact.hits(payload.lower(), spans)
+                for i in hits:
                     redact.learn(decode(payload[spans[i][0]:spans[i][1]]))
+                if hits:
+                    found[count] = hits
             changed = [0]
 
             def out() -> Iterator[bytes]:
-                for seq, payload, spans in _records(self.path):
-                    low = payload.lower()
+                for at, payload in enumerate(_payloads(self.path), 1):
+                    if at > count:
+                        return
+                    if at in headers:
+                        continue  # the header: written first
+                    hits = found.get(at, [])
                     marked = _FORGET_RAW in payload
-                    if not marked and not redact.may_change(low):
+                    low = payload.lower() if redact.seeks_keys() else b""
+                    if not hits and not marked and not redact.may_hold_key(low):
                         yield _raw(payload)
                         continue
+                    seq, spans = _record(payload)
                     first = payload[spans[0][0]:spans[0][1]] if spans else b""
                     if marked and first and decode(first)[0] == FORGET:  # a forget's own
                         changed[0] += len(spans) - 1  # erase: its tombstone, applied again
                         yield _frame([seq, [first]])  # after a repair, redoes it
                         continue
-                    pieces, at = [], 0
-                    for i in redact.change_hits(low, spans):
-                        start, end = spans[i]
-                        op = decode(payload[start:end])
-                        new = redact.op(op)
-                        if new != op:
-                            changed[0] += 1
-                            blob = encode(new)  # the op's tag stays, its length is new
-                            pieces += [payload[at:start - _U32.size], _U32.pack(len(blob)),
-                                       blob]
-                            at = end
-                    if pieces:
-                        pieces.append(payload[at:])
-                        payload = b"".join(pieces)
-                    yield _raw(payload)
+                    yield _raw(self._changed(payload, spans, sorted(
+                        {*hits, *redact.key_hits(low, spans)}), redact, changed))
 
             self._rewrite_locked(out(), lambda: changed[0] > 0)
             return changed[0]
+
+    @staticmethod
+    def _changed(payload: bytes, spans: list[tuple[int, int]], ops: list[int],
+                 redact: Redactor, changed: list[int]) -> bytes:
+        """``payload`` with ``redact.op`` applied to the ops ``ops`` (indexes of ``spans``,
+        in order): each that changes re-encoded in place (its tag stays, its length is
+        new)."""
+        pieces, at = [], 0
+        for i in ops:
+            start, end = spans[i]
+            op = decode(payload[start:end])
+            new = redact.op(op)
+            if new != op:
+                changed[0] += 1
+                blob = encode(new)
+                pieces += [payload[at:start - _U32.size], _U32.pack(len(blob)), blob]
+                at = end
+        if not pieces:
+            return payload
+        pieces.append(payload[at:])
+        return b"".join(pieces)
 
     def close(self) -> None:
         with self._lock:
@@ -423,7 +449,8 @@ class Redactor:
         self._texts = Needles(texts)
         self._keys: set[tuple[Any, Any]] = set()
         self._raw_keys: set[bytes] = set()
-        self._change: Needles | None = None  # ids, texts and _raw_keys: made when asked
+        self._sought: Needles | None = None  # ids and texts: made when first asked
+        self._change: Needles | None = None  # _raw_keys: made when first asked
 
     def __bool__(self) -> bool:
         return bool(self._ids) or bool(self._texts)
@@ -464,28 +491,33 @@ class Redactor:
                 return value
         return new.decode("utf-8", "surrogatepass") if isinstance(value, str) else new
 
-    def id_hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
+    def hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
         """Which ops (``spans`` of a record's lowered bytes ``low``) may hold a forgotten
-        id (strings and bytes are stored as they are: none found means none there)."""
-        return self._ids.hits(low, spans)
+        id or text (strings and bytes are stored as they are: none found means none
+        there)."""
+        if self._sought is None:
+            self._sought = Needles.union(self._ids, self._texts)
+        return self._sought.hits(low, spans)
 
-    def _changers(self) -> Needles:
+    def _key_needles(self) -> Needles:
         if self._change is None:
-            self._change = Needles.union(self._ids, self._texts,
-                                         Needles(self._raw_keys, shortest=1))
+            self._change = Needles(self._raw_keys, shortest=1)
         return self._change
 
-    def may_change(self, low: bytes) -> bool:
-        """Whether ``op`` could change anything in a record whose lowered bytes are
-        ``low``: a forgotten id or text in them, or a key ``learn`` saw (in any ASCII
-        case: a wider net than ``op``'s exact key)."""
-        return b"" in self._raw_keys or self._changers().find(low) is not None
+    def seeks_keys(self) -> bool:
+        """Whether ``learn`` has seen keys (``may_hold_key`` needs the lowered bytes)."""
+        return bool(self._raw_keys)
 
-    def change_hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
-        """Which ops of such a record ``op`` could change (see ``may_change``)."""
+    def may_hold_key(self, low: bytes) -> bool:
+        """Whether a record's lowered bytes may hold a key ``learn`` saw (in any ASCII
+        case: a wider net than ``op``'s exact key)."""
+        return b"" in self._raw_keys or self._key_needles().find(low) is not None
+
+    def key_hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """Which ops of such a record may hold one (see ``may_hold_key``)."""
         if b"" in self._raw_keys:
             return list(range(len(spans)))
-        return self._changers().hits(low, spans)
+        return self._key_needles().hits(low, spans) if self._raw_keys else []
 
     def learn(self, op: list[Any]) -> None:
         """First pass: remember the keys the ops about a forgotten id write."""
