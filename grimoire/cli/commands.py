@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grimoire.cli.common import common, emit, load, scoped
+from grimoire.cli.common import common, emit, load, on_scope_dir, scoped
 from grimoire.cli.forget import register_forget
 from grimoire.config import config_items
 from grimoire.errors import ValidationError
@@ -443,6 +443,7 @@ def register_report(sub: Sub) -> None:
     common(rep)
     rep.add_argument("-o", "--out", metavar="FILE.html", default="grimoire-report.html",
                      help="the file to write (default: grimoire-report.html)")
+    on_scope_dir(rep)
 
     def handler(args: argparse.Namespace) -> int:
         from grimoire.report.command import make_report
@@ -467,6 +468,8 @@ def register_portable(sub: Sub) -> None:
 
     for name in PORTABLE:
         sub.choices[name].set_defaults(handler=handler)
+    for name in ("check", "repair", "export", "import", "testament"):
+        on_scope_dir(sub.choices[name])  # --scope NAME: DATA/scopes/NAME's stores
 
 
 # The one list of subcommands, in --help order.

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from grimoire.config import Config, load_config
 from grimoire.errors import ValidationError
 
-__all__ = ["common", "emit", "load", "refuse_unscoped", "scoped"]
+__all__ = ["common", "emit", "load", "on_scope_dir", "refuse_unscoped", "scoped"]
 
 H = TypeVar("H", bound=Callable[..., Any])
 
@@ -33,6 +33,12 @@ def scoped(handler: H) -> H:
     return handler
 
 
+def on_scope_dir(p: argparse.ArgumentParser) -> None:
+    """Mark a command that acts on the stores of one data directory (``check``, ``export``,
+    ...): ``--scope NAME`` points it at that scope's directory (``load``)."""
+    p.set_defaults(takes_scope=True, scope_dir=True)
+
+
 def refuse_unscoped(args: argparse.Namespace) -> None:
     """``--scope`` on a command that acts on the whole data directory is an error, never
     ignored (``cli.app.main`` asks before it runs the command)."""
@@ -50,7 +56,12 @@ def load(args: argparse.Namespace, **extra: Any) -> Config:
     if getattr(args, "socket", None):
         overrides["socket_path"] = args.socket
     path = getattr(args, "config", None) or os.environ.get("GRIMOIRE_CONFIG")
-    return load_config(path, env=os.environ, overrides=overrides)
+    config = load_config(path, env=os.environ, overrides=overrides)
+    if getattr(args, "scope_dir", False) and getattr(args, "scope", None) is not None:
+        from grimoire.scopes.names import scope_config
+
+        config = scope_config(config, args.scope)
+    return config
 
 
 def emit(text: str) -> None:

@@ -165,6 +165,14 @@ def run_command(args: argparse.Namespace, load: Callable[[argparse.Namespace], C
     if c == "repair":
         from grimoire.portable.check import repair
 
+        if getattr(args, "scope", None) is not None and args.backup is not None:
+            from grimoire.errors import ValidationError
+
+            raise ValidationError("--scope with --backup: a backup's copy of a scope has no "
+                                  "manifest of its own; restore the whole backup (`grimoire "
+                                  "restore`) or repair the scope from its redo copy alone "
+                                  "(without --backup)", field="scope")
+
         repaired = repair(config.data_dir, args.backup, args.into)
         args.dir, args.forgotten_in = args.into, str(config.data_dir)
         repaired["forgotten"] = _apply_forgotten(args, repaired["backup"])

@@ -11,9 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from grimoire.errors import ValidationError
+from grimoire.errors import NotFoundError, ValidationError
 
-__all__ = ["DEFAULT_SCOPE", "SCOPES_DIR", "check_scope", "scope_dir", "scopes_on_disk"]
+__all__ = ["DEFAULT_SCOPE", "SCOPES_DIR", "SCOPE_CHANGES", "check_scope", "scope_config",
+           "scope_dir", "scopes_on_disk"]
 
 DEFAULT_SCOPE = "default"
 SCOPES_DIR = "scopes"
@@ -47,3 +48,23 @@ def scopes_on_disk(data_dir: Path) -> list[str]:
                         if p.is_dir() and _NAME.fullmatch(p.name) and p.name != DEFAULT_SCOPE
                         and (p / "semantic.sqlite").is_file())
     return found
+
+
+#: What a scope's config changes beside its data directory (``registry``, ``scope_config``):
+#: its PLAYBOOK.md is its own, and only the default scope exchanges with a Clade.
+SCOPE_CHANGES = {"playbook.path": None, "clade.uri": None}
+
+
+def scope_config(config: Any, scope: str | None) -> Any:
+    """``config`` (a ``Config``) pointed at ``scope``'s directory, for a command that acts
+    on the stores of one data directory (``grimoire check --scope NAME``): the name checked
+    (``check_scope``), and a NotFoundError for a scope the directory does not hold."""
+    name = check_scope(scope)
+    if name == DEFAULT_SCOPE:
+        return config
+    where = scope_dir(Path(config.data_dir), name)
+    if not (where / "semantic.sqlite").is_file():
+        raise NotFoundError(f"scope {name!r} holds nothing yet (no {where}); scopes on disk: "
+                            f"{', '.join(scopes_on_disk(Path(config.data_dir)))} (a scope is "
+                            "made by its first write)")
+    return config.replace(data_dir=str(where), **SCOPE_CHANGES)

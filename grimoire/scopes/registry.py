@@ -21,7 +21,13 @@ from typing import Any
 from grimoire.context import Context
 from grimoire.errors import ConfigError, NotFoundError
 from grimoire.logs import get_logger
-from grimoire.scopes.names import DEFAULT_SCOPE, check_scope, scope_dir, scopes_on_disk
+from grimoire.scopes.names import (
+    DEFAULT_SCOPE,
+    SCOPE_CHANGES,
+    check_scope,
+    scope_dir,
+    scopes_on_disk,
+)
 from grimoire.stores.marker import MARKER
 
 __all__ = ["REGISTRY_KEY", "SCOPE_KEY", "Scopes", "close_scopes", "registry", "scope_of"]
@@ -92,8 +98,7 @@ class Scopes:
             marker = ctx.data_dir / MARKER
             if marker.is_file() and not (where / MARKER).exists():
                 shutil.copy2(marker, where / MARKER)  # simulated or real, as the directory
-        config = ctx.config.replace(**{"data_dir": str(where), "playbook.path": None,
-                                       "clade.uri": None})
+        config = ctx.config.replace(data_dir=str(where), **SCOPE_CHANGES)
         opened = type(self.root).open(config=config, clock=ctx.clock, embedder=ctx.embedder,
                                llm=ctx.extras.get("llm"), read_only=self.root.read_only)
         child = opened.context

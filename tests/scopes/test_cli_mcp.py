@@ -52,7 +52,7 @@ def test_cli_refuses_scope_where_a_command_acts_on_the_whole_directory(
     assert not (tmp_path / "b").exists()
     with pytest.raises(SystemExit):  # a command without --scope: an unknown argument
         main(["restore", str(tmp_path / "b"), str(tmp_path / "r"), "--scope", "x"])
-    assert main(["report", "--data", str(data), "--out", str(tmp_path / "r.html"),
+    assert main(["clade", "pull", str(tmp_path / "c"), "--data", str(data),
                  "--scope", "alpha"]) == 1
     assert "acts on the whole data directory" in capsys.readouterr().err
     assert main(["retrieve", "gas", "--data", str(data), "--scope", "../x"]) == 1

@@ -27,6 +27,7 @@ or the index.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -318,12 +319,18 @@ class Journal:
 
     def erase(self, ids: Sequence[str]) -> int:
         """Delete the rows of these episode ids, then rewrite the file so that no released or
-        deleted row's bytes are left in it or its WAL (``sqlite.scrub``; ``forget``)."""
+        deleted row's bytes are left in it or its WAL (``sqlite.scrub``; ``forget``).
+
+        One statement per table with the ids as one JSON array: ``kept`` has no index on
+        ``id`` (a flush's move must stay cheap), so it is scanned once for all of them,
+        not once per id (1,000 ids in a 100k-row ``kept``: 60 s one by one)."""
+        wanted = json.dumps(list(ids))
         try:
             before = self._db.total_changes()
             with self._db:
-                self._db.executemany("DELETE FROM journal WHERE id = ?", [(i,) for i in ids])
-                self._db.executemany("DELETE FROM kept WHERE id = ?", [(i,) for i in ids])
+                for table in ("journal", "kept"):
+                    self._db.execute(f"DELETE FROM {table} WHERE id IN "
+                                     "(SELECT value FROM json_each(?))", (wanted,))
             changed = self._db.total_changes() - before
         except apsw.Error as exc:
             raise StoreError(f"episode journal erase failed: {exc}") from exc

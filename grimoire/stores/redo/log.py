@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import struct
 import threading
 import zlib
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grimoire.errors import StoreError
+from grimoire.stores.redo.match import Needles
 
 __all__ = ["FORGET", "Redactor", "RedoLog", "decode", "encode", "read_records"]
 
@@ -158,6 +158,41 @@ def _frames(path: Path) -> Iterator[tuple[int, int, int, Any, bytes]]:
         end = at + _FRAME.size + len(payload)
         yield at, end, int(seq), body, payload
         at = end
+
+
+def _record(payload: bytes) -> tuple[int, list[tuple[int, int]]]:
+    """The ``seq`` of a record's payload and where each of its ops' encoded bytes lies
+    (``[seq, [blob, ...]]``, each blob tagged ``b``), without copying them; the header
+    (seq 0) has none. StoreError if the payload is not laid out so."""
+    if payload[:1] != b"l" or _U32.unpack_from(payload, 1)[0] != 2:
+        raise StoreError("redo log: a record is not [seq, ops]")
+    seq, at = _get(payload, 5)
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        raise StoreError("redo log: a record's seq is not a number")
+    if seq == 0:
+        return 0, []
+    if payload[at:at + 1] != b"l":
+        raise StoreError("redo log: a record's ops are not a list")
+    count = _U32.unpack_from(payload, at + 1)[0]
+    at += 5
+    spans = []
+    for _ in range(count):
+        if payload[at:at + 1] != b"b":
+            raise StoreError("redo log: an op is not encoded bytes")
+        size = _U32.unpack_from(payload, at + 1)[0]
+        spans.append((at + 5, at + 5 + size))
+        at += 5 + size
+    if at != len(payload):
+        raise StoreError("redo log: trailing bytes in a record")
+    return seq, spans
+
+
+def _decodes(payload: bytes) -> bool:
+    try:
+        decode(payload)
+    except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
+        return False
+    return True
 
 
 def _raw(payload: bytes) -> bytes:
@@ -307,44 +342,81 @@ class RedoLog:
 
     def scrub(self, redact: Redactor) -> int:
         """Rewrite the file with ``redact`` applied to every op (``forget``); returns the
-        ops changed. Two streamed passes (``redact.learn``, then the rewrite); an op (a
-        record) whose raw bytes hold nothing ``redact`` looks for is kept as it is,
-        undecoded."""
+        ops changed. Two streamed passes over the records' ASCII-lowered bytes
+        (``match.Needles``). The first finds the ops that hold a forgotten id or text
+        (``redact.hits``) and learns from them (``redact.learn``); the second looks only
+        for the keys learnt (``redact.key_hits``, when there are any), then decodes only
+        the ops found, re-encodes only those that change and splices them into the
+        record's bytes; every other record is copied as it is."""
         if not redact:
             return 0
         with self._lock:
             self._file.flush()
-            for _, _, seq, body, payload in _frames(self.path):
-                if seq and redact.may_hold_id(payload):
-                    for blob in body:
-                        if redact.may_hold_id(blob):
-                            redact.learn(decode(blob))
+            found: dict[int, list[int]] = {}  # the ops found in each record (its order)
+            headers, count = set(), 0
+            for count, payload in enumerate(_payloads(self.path), 1):
+                try:
+                    seq, spans = _record(payload)
+                except (StoreError, struct.error, UnicodeDecodeError, ValueError, TypeError):
+                    if _decodes(payload):  # whole, but not laid out as a record: refuse
+                        raise StoreError(f"redo log {self.path}: a record is not "  # noqa: B904
+                                         "[seq, [encoded op, ...]]; not scrubbed")
+                    count -= 1  # a frame that does not decode ends the log (``_frames``)
+                    break
+                if not seq:
+                    headers.add(count)
+                    continue
+                hits = redact.hits(payload.lower(), spans)
+                for i in hits:
+                    redact.learn(decode(payload[spans[i][0]:spans[i][1]]))
+                if hits:
+                    found[count] = hits
             changed = [0]
 
             def out() -> Iterator[bytes]:
-                for _, _, seq, body, payload in _frames(self.path):
-                    if seq == 0:
+                for at, payload in enumerate(_payloads(self.path), 1):
+                    if at > count:
+                        return
+                    if at in headers:
                         continue  # the header: written first
-                    if not redact.may_change(payload):
+                    hits = found.get(at, [])
+                    marked = _FORGET_RAW in payload
+                    low = payload.lower() if redact.seeks_keys() else b""
+                    if not hits and not marked and not redact.may_hold_key(low):
                         yield _raw(payload)
                         continue
-                    if body and decode(body[0])[0] == FORGET:  # a forget's own erase: its
-                        changed[0] += len(body) - 1  # tombstone, applied again after a
-                        yield _frame([seq, body[:1]])  # repair, redoes it
+                    seq, spans = _record(payload)
+                    first = payload[spans[0][0]:spans[0][1]] if spans else b""
+                    if marked and first and decode(first)[0] == FORGET:  # a forget's own
+                        changed[0] += len(spans) - 1  # erase: its tombstone, applied again
+                        yield _frame([seq, [first]])  # after a repair, redoes it
                         continue
-                    blobs = []
-                    for blob in body:
-                        if redact.may_change(blob):
-                            op = decode(blob)
-                            new = redact.op(op)
-                            if new != op:
-                                changed[0] += 1
-                                blob = encode(new)
-                        blobs.append(blob)
-                    yield _frame([seq, blobs])
+                    yield _raw(self._changed(payload, spans, sorted(
+                        {*hits, *redact.key_hits(low, spans)}), redact, changed))
 
             self._rewrite_locked(out(), lambda: changed[0] > 0)
             return changed[0]
+
+    @staticmethod
+    def _changed(payload: bytes, spans: list[tuple[int, int]], ops: list[int],
+                 redact: Redactor, changed: list[int]) -> bytes:
+        """``payload`` with ``redact.op`` applied to the ops ``ops`` (indexes of ``spans``,
+        in order): each that changes re-encoded in place (its tag stays, its length is
+        new)."""
+        pieces, at = [], 0
+        for i in ops:
+            start, end = spans[i]
+            op = decode(payload[start:end])
+            new = redact.op(op)
+            if new != op:
+                changed[0] += 1
+                blob = encode(new)
+                pieces += [payload[at:start - _U32.size], _U32.pack(len(blob)), blob]
+                at = end
+        if not pieces:
+            return payload
+        pieces.append(payload[at:])
+        return b"".join(pieces)
 
     def close(self) -> None:
         with self._lock:
@@ -373,31 +445,25 @@ class Redactor:
 
     def __init__(self, ids: Iterable[bytes] = (), texts: Iterable[bytes] = ()) -> None:
         self._key = os.urandom(16)
-        self._ids = self._pattern(ids)
-        self._texts = self._pattern(texts)
+        self._ids = Needles(ids)
+        self._texts = Needles(texts)
         self._keys: set[tuple[Any, Any]] = set()
         self._raw_keys: set[bytes] = set()
-
-    @staticmethod
-    def _pattern(needles: Iterable[bytes]) -> re.Pattern[bytes] | None:
-        found = sorted({n.lower() for n in needles if len(n) >= 2}, key=len, reverse=True)
-        if not found:
-            return None
-        return re.compile(b"|".join(re.escape(n) for n in found), re.IGNORECASE)
+        self._sought: Needles | None = None  # ids and texts: made when first asked
+        self._change: Needles | None = None  # _raw_keys: made when first asked
 
     def __bool__(self) -> bool:
-        return self._ids is not None or self._texts is not None
+        return bool(self._ids) or bool(self._texts)
 
     def _filler(self, raw: bytes) -> bytes:
         digest = hashlib.blake2b(raw, key=self._key).hexdigest().encode()
         return (digest * (len(raw) // len(digest) + 1))[:len(raw)]
 
     def _holds(self, value: Any) -> bool:
-        assert self._ids is not None
         if isinstance(value, str):
-            return self._ids.search(value.encode("utf-8", "surrogatepass")) is not None
+            return self._ids.search(value.encode("utf-8", "surrogatepass"))
         if isinstance(value, bytes):
-            return self._ids.search(value) is not None
+            return self._ids.search(value)
         if isinstance(value, list):
             return any(self._holds(v) for v in value)
         if isinstance(value, dict):
@@ -419,27 +485,39 @@ class Redactor:
                 pass
         if whole:
             new = self._filler(raw)
-        elif self._texts is not None and self._texts.search(raw):
-            new = self._texts.sub(lambda m: self._filler(m.group(0).lower()), raw)
         else:
-            return value
+            new = self._texts.sub(raw, self._filler)  # the filler of the lowered match
+            if new is raw:
+                return value
         return new.decode("utf-8", "surrogatepass") if isinstance(value, str) else new
 
-    def may_hold_id(self, payload: bytes) -> bool:
-        """Whether a frame's raw bytes may hold a forgotten id (strings and bytes are
-        stored as they are: none found means none there)."""
-        return self._ids is not None and self._ids.search(payload) is not None
+    def hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """Which ops (``spans`` of a record's lowered bytes ``low``) may hold a forgotten
+        id or text (strings and bytes are stored as they are: none found means none
+        there)."""
+        if self._sought is None:
+            self._sought = Needles.union(self._ids, self._texts)
+        return self._sought.hits(low, spans)
 
-    def may_change(self, payload: bytes) -> bool:
-        """Whether ``op`` could change anything in these raw bytes (a record's or an
-        op's): a forgotten id or text in them, a key ``learn`` saw, a forget's mark."""
-        if _FORGET_RAW in payload:
-            return True
-        if self.may_hold_id(payload):
-            return True
-        if self._texts is not None and self._texts.search(payload):
-            return True
-        return any(key in payload for key in self._raw_keys)
+    def _key_needles(self) -> Needles:
+        if self._change is None:
+            self._change = Needles(self._raw_keys, shortest=1)
+        return self._change
+
+    def seeks_keys(self) -> bool:
+        """Whether ``learn`` has seen keys (``may_hold_key`` needs the lowered bytes)."""
+        return bool(self._raw_keys)
+
+    def may_hold_key(self, low: bytes) -> bool:
+        """Whether a record's lowered bytes may hold a key ``learn`` saw (in any ASCII
+        case: a wider net than ``op``'s exact key)."""
+        return b"" in self._raw_keys or self._key_needles().find(low) is not None
+
+    def key_hits(self, low: bytes, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """Which ops of such a record may hold one (see ``may_hold_key``)."""
+        if b"" in self._raw_keys:
+            return list(range(len(spans)))
+        return self._key_needles().hits(low, spans) if self._raw_keys else []
 
     def learn(self, op: list[Any]) -> None:
         """First pass: remember the keys the ops about a forgotten id write."""
@@ -449,13 +527,14 @@ class Redactor:
             key = op[2]
             self._raw_keys.add(key.encode("utf-8", "surrogatepass") if isinstance(key, str)
                                else key)
+            self._change = None
 
     def op(self, op: list[Any]) -> list[Any]:
         values = op[2:]
-        whole = self._ids is not None and (
+        whole = bool(self._ids) and (
             self._holds(values) or (op[0] == "d" and len(op) > 2
                                     and isinstance(op[2], bytes | str)
                                     and (op[1], op[2]) in self._keys))
-        if not whole and self._texts is None:
+        if not whole and not self._texts:
             return op
         return [*op[:2], *self._map(values, whole)]

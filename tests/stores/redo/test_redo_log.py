@@ -6,8 +6,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from grimoire.stores.redo.log import FORGET, Redactor, RedoLog, decode, encode, read_records
+from grimoire.errors import StoreError
+from grimoire.stores.redo.log import (
+    FORGET,
+    Redactor,
+    RedoLog,
+    _frame,
+    decode,
+    encode,
+    read_records,
+)
 
 
 def test_the_codec_round_trips_what_sqlite_and_lmdb_bind() -> None:
@@ -61,3 +71,41 @@ def test_scrub_replaces_the_same_value_by_the_same_filler_everywhere(tmp_path: P
     assert json.loads(insert[2][2])["n"] == 2  # a JSON document stays one
     assert note[2][0].startswith("ask ") and note[2][0].endswith(" later")  # text in place
     assert second == [[FORGET, ""]]  # the forget's own erase: its tombstone redoes it
+
+
+def test_scrub_replaces_a_later_delete_of_a_key_an_op_about_a_forgotten_id_wrote(
+        tmp_path: Path) -> None:
+    """The delete holds neither the id nor a forgotten text, only the key (a name the
+    selector did not give): the first pass learns the key, the second replaces it, in a
+    record of its own too; the same key under another database stays."""
+    path = tmp_path / "g.log"
+    log = RedoLog(path, store="graph", fresh=True)
+    log.append(1, [["p", "heads", b"head:Vexmoor", b'{"triple": "tr-forgotten"}'],
+                   ["p", "heads", b"head:Other", b'{"triple": "tr-kept"}']])
+    log.append(2, [["p", "names", b"head:Vexmoor", b"1"]])
+    log.append(3, [["d", "heads", b"head:Vexmoor", b""], ["d", "heads", b"head:Other", b""]])
+    assert log.scrub(Redactor([b"tr-forgotten"], [])) == 2
+    log.close()
+    (_, first), (_, second), (_, third) = read_records(path)[1]
+    put = first[0]
+    assert put[2] != b"head:Vexmoor" and b"tr-forgotten" not in put[3]
+    assert first[1] == ["p", "heads", b"head:Other", b'{"triple": "tr-kept"}']
+    assert second == [["p", "names", b"head:Vexmoor", b"1"]]  # not a delete, another db
+    assert third[0] == ["d", "heads", put[2], b""]  # the same filler as the put's key
+    assert third[1] == ["d", "heads", b"head:Other", b""]
+
+
+def test_scrub_refuses_a_log_whose_ops_are_not_encoded_one_by_one(tmp_path: Path) -> None:
+    """A whole frame in another layout is not taken for a torn tail (nothing dropped)."""
+    path = tmp_path / "x.log"
+    log = RedoLog(path, store="x", fresh=True)
+    log.append(1, [["q", "INSERT INTO e(id) VALUES(?)", ["ep-forgotten"]]])
+    log.close()
+    with open(path, "ab") as f:
+        f.write(_frame([2, [["q", "INSERT INTO e(id) VALUES(?)", ["ep-forgotten"]]]]))
+    before = path.read_bytes()
+    log = RedoLog(path, store="x", fresh=True)
+    with pytest.raises(StoreError, match="not scrubbed"):
+        log.scrub(Redactor([b"ep-forgotten"], []))
+    log.close()
+    assert path.read_bytes() == before
