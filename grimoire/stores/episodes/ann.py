@@ -42,6 +42,7 @@ from grimoire.logs import get_logger
 from grimoire.stores.episodes.built import restore, save_state
 from grimoire.stores.episodes.index import EpisodeIndex, Snapshot
 from grimoire.stores.episodes.quantized import F32
+from grimoire.stores.episodes.sidecar import read_rows
 
 log = get_logger(__name__)
 
@@ -204,7 +205,7 @@ class AnnIndex:
         if not found:
             return []
         positions = np.unique(np.asarray(found, dtype=np.intp))
-        scores = snap.rows().take(positions) @ query
+        scores = read_rows(snap.rows(), positions) @ query  # out of RSS: ``sidecar``
         order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
         return [(int(positions[i]), float(scores[i])) for i in order]
 

@@ -19,6 +19,7 @@ from grimoire.config import Config, EpisodesConfig
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType
 from grimoire.stores.episodes.ann import AnnIndex
+from grimoire.stores.episodes.sidecar import _file_of, read_rows
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 
 DIM = 64
@@ -213,3 +214,26 @@ def test_retrieve_goes_through_the_index_once_it_is_used(tmp_path: Path) -> None
         assert calls and items
         assert store.search_ids(EMB.embed(texts(17, 18))[0], 1)[0][0] == store.search(
             EMB.embed(texts(17, 18))[0], 1)[0][0].id
+
+
+def test_candidates_are_read_from_the_codes_file_not_through_its_mapping(tmp_path: Path
+                                                                         ) -> None:
+    """``read_rows`` reads a writable store's codes with pread (rows written through the
+    mapping but not yet saved included) and gives what the mapping holds; a read-only
+    store's copy-on-write map (private rows the file lacks) is read through the map."""
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        fill(store, N, N + 7, clock)  # in the index's files, not in a saved index
+        snap = store._index.snap
+        positions = np.array([0, 3, 604, N - 1, N + 6], dtype=np.intp)
+        assert _file_of(snap.rows().codes) is not None  # the pread path, not the fallback
+        got, want = read_rows(snap.rows(), positions), snap.rows().take(positions)
+        assert np.array_equal(got.codes, want.codes)
+        assert np.array_equal(got.scales, want.scales)
+    with EpisodeStore.open(tmp_path, model_id=EMB.model_id, dim=DIM, read_only=True,
+                           config=EpisodesConfig(), clock=FrozenClock()) as reader:
+        rows = reader._index.snap.rows()
+        assert _file_of(rows.codes) is None
+        assert np.array_equal(read_rows(rows, positions).codes, rows.take(positions).codes)
