@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from grimoire.logs import get_logger
@@ -168,9 +169,8 @@ class AnnIndex:
             # A row scoring as high as the exact 10th is as good an answer (ties: identical
             # or near-identical texts); both sides are scored from the same in-memory rows.
             floor, ids = want[-1][1] - _TIE, {p for p, _ in want}
-            got = np.asarray(self.candidates(table, q, RECALL_K * s.max_refine,
-                                             lambda seq: index.seq_to_pos(snap, seq)),
-                             dtype=np.intp)
+            got = self.candidates(table, q, RECALL_K * s.max_refine,
+                                  lambda seqs: index.seqs_to_pos(snap, seqs))
             got = got[got < rows]  # a row flushed since the snapshot is counted as buffered
             scores = snap.rows().take(got) @ q if got.size else np.zeros(0, np.float32)
             good = np.array([p in ids or sc >= floor for p, sc in
@@ -197,31 +197,28 @@ class AnnIndex:
             return None
         try:
             found = self.candidates(table, query, max(k, k * self.refine),
-                                    lambda seq: index.seq_to_pos(snap, seq))
+                                    lambda seqs: index.seqs_to_pos(snap, seqs))
         except _LANCE_ERRORS as exc:
             log.warning("episodes.ann.search.failed", error=str(exc))
             return None
-        found.extend(range(snap.flushed, snap.n))
-        if not found:
+        positions = np.unique(np.concatenate(
+            [found, np.arange(snap.flushed, snap.n, dtype=np.intp)]))
+        if positions.size == 0:
             return []
-        positions = np.unique(np.asarray(found, dtype=np.intp))
         scores = read_rows(snap.rows(), positions) @ query  # out of RSS: ``sidecar``
         order = np.lexsort((positions, -scores))[:k]  # score desc, then append order
         return [(int(positions[i]), float(scores[i])) for i in order]
 
     def candidates(self, table: Any, query: F32, limit: int,
-                   seq_to_pos: Callable[[int], int | None]) -> list[int]:
+                   seqs_to_pos: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.intp]],
+                   ) -> npt.NDArray[np.intp]:
         """Positions of the indexed search's ``limit`` best candidates, best first by
         LanceDB's distance (unscored: the caller rescores)."""
         hits = (table.search(query.astype(np.float32), vector_column_name="vector")
                 .distance_type("cosine").nprobes(self.settings.nprobes).limit(limit)
                 .select(["seq", "_distance"]).to_arrow())
-        out: list[int] = []
-        for seq in hits.column("seq").to_pylist():
-            pos = seq_to_pos(int(seq))
-            if pos is not None:
-                out.append(pos)
-        return out
+        seqs = hits.column("seq").to_numpy(zero_copy_only=False).astype(np.int64)
+        return seqs_to_pos(seqs)
 
     def stats(self) -> dict[str, Any]:
         s = self.settings
