@@ -86,7 +86,7 @@ from grimoire.stores.episodes.schema import (
     validate_episode,
 )
 from grimoire.stores.episodes.select import find_ids
-from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar
+from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar, read_rows
 from grimoire.stores.episodes.text import TextIndex
 from grimoire.stores.episodes.words import Words
 
@@ -500,7 +500,7 @@ class EpisodeStore:
         """A (len(ids) × dim) float32 copy of the vectors, in the order given.
 
         As held in memory: int8-quantised (within ~0.001 a component of what was stored:
-        ``index``); LanceDB keeps the exact ones."""
+        ``index``; read from the file, not the mapping: ``sidecar.read_rows``)."""
         snap = self._index.snap
         positions = []
         for id_ in ids:
@@ -508,7 +508,7 @@ class EpisodeStore:
             if pos is None or pos >= snap.n:
                 raise NotFoundError(f"no episode {id_!r}")
             positions.append(pos)
-        return snap.rows()[positions]
+        return read_rows(snap.rows(), np.asarray(positions, dtype=np.intp)).dequantize()
 
     def all_vectors(self) -> tuple[EpisodeIds, QuantizedRows]:
         """(ids, n × dim matrix) of every episode in append order, one snapshot.
