@@ -77,6 +77,24 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def disk_parts(root: Path) -> dict[str, int]:
+    """Bytes of the store's parts: LanceDB's live data (the latest version's files) and
+    the rest of the table (older versions' files kept until cleanup, indexes), the episode
+    index beside it, the journal (with the redo copies it keeps until a backup), the other
+    stores and the redo logs."""
+    import lancedb
+
+    episodes = root / "episodes"
+    table = lancedb.connect(str(episodes)).open_table("episodes")
+    live = int(table.stats()["total_bytes"])
+    parts = {"lance live": live, "lance other": du(episodes / "episodes.lance") - live,
+             "episode index": du(episodes / "episodes.index"),
+             "journal + redo copies": sum(p.stat().st_size for p in episodes.glob("*.sqlite*")),
+             "semantic": sum(p.stat().st_size for p in root.glob("semantic.sqlite*")),
+             "graph": du(root / "graph.lmdb"), "redo logs": du(root / "redo")}
+    return parts
+
+
 def query_texts(n: int) -> list[str]:
     """The retrieval bench's questions, then episode-like sentences (another seed)."""
     from benches.retrieval import QUERIES, _text
@@ -248,14 +266,15 @@ def fill(root: Path, episodes: int, entries: int, triples: int, recall_queries: 
                                "queries": texts, "exact": exact}))
 
 
-def search_rows(store: Any, vectors: np.ndarray, exact: list[list[str]]
+def search_rows(store: Any, vectors: np.ndarray, exact: list[list[str]], flt: Any
                 ) -> tuple[float, float, float]:
-    """Episode vector search: p50, p95 (ms) and recall@10 against ``exact``."""
+    """Episode vector search: p50, p95 (ms) and recall@10 against ``exact`` (a filter, even
+    an empty one, takes the exact path)."""
     hits = 0
     took: list[float] = []
     for vec, want in zip(vectors, exact, strict=True):
         t = time.perf_counter()
-        found = store.search(vec, 10)
+        found = store.search(vec, 10, flt)
         took.append((time.perf_counter() - t) * 1000)
         hits += len({ep.id for ep, _ in found} & set(want))
     return (float(np.percentile(took, 50)), float(np.percentile(took, 95)),
@@ -288,15 +307,22 @@ def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_thr
     vectors = (HashEmbedder(dim=DIM) if recall_hash else embedder).embed(texts).astype(
         np.float32)
     store = g.context.episodes
-    search_p50, search_p95, recall = search_rows(store, vectors, facts["exact"])
+    from grimoire.stores.episodes.index import EpisodeFilter
+
+    search_p50, search_p95, recall = search_rows(store, vectors, facts["exact"],
+                                                 EpisodeFilter())
     ann: dict[str, Any] = {}
     fts: dict[str, Any] = {}
     if store.ann_due():  # what the daemon's background thread does past the threshold
         t = time.perf_counter()
         store.refresh_ann()
-        ann = {"build_s": time.perf_counter() - t, **store.stats()["ann"]}
+        ann = {"build_s": time.perf_counter() - t}
+    if store.stats()["ann"]["indexed_rows"]:  # built now, or kept from a build before
+        ann = {"build_s": None, **ann, **store.stats()["ann"]}
         fts = store.stats()["fts"]
-        ann["p50"], ann["p95"], ann["recall"] = search_rows(store, vectors, facts["exact"])
+        ann["p50"], ann["p95"], ann["recall"] = search_rows(store, vectors, facts["exact"],
+                                                            None)
+    rss_built = rss_mib()  # after the search checks (and any index build)
     latencies: list[float] = []
     for i in range(retrieves):
         t = time.perf_counter()
@@ -314,7 +340,8 @@ def measure(root: Path, facts: dict[str, Any], retrieves: int, new: int, ann_thr
     g.close()
     warm = latencies[min(20, len(latencies) // 10):]  # the first calls fill the caches
     out.write_text(json.dumps({
-        "open_s": open_s, "rss_idle": rss_idle, "rss_after": rss_after, "recall": recall,
+        "open_s": open_s, "rss_idle": rss_idle, "rss_after": rss_after, "rss_built": rss_built,
+        "recall": recall,
         "search_p50": search_p50, "search_p95": search_p95, "ann": ann, "fts": fts,
         "p50": float(np.percentile(warm, 50)), "p95": float(np.percentile(warm, 95)),
         "cycle_first_s": cycles[0], "cycle_steady_s": cycles[1]}))
@@ -350,6 +377,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "embedded once by the model, plus noise: ModelLike) or hash")
     parser.add_argument("--keep", metavar="DIR",
                         help="fill the stores under DIR and keep them (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep: measure the stores already filled under DIR "
+                        "(a size without its store and facts is filled)")
     parser.add_argument("--quick", action="store_true",
                         help="2k and 10k episodes, 500 entries, 2k triples, 200 retrieves, "
                         "50 recall queries, 200 real-model writes")
@@ -379,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> None:
               str(args.ann_threshold), "--recall-embedder", args.recall_embedder,
               "--fill-vectors", args.fill_vectors]
     rows: list[tuple[int, dict[str, Any], dict[str, Any], int]] = []
+    parts: dict[int, dict[str, int]] = {}
     keep = Path(args.keep) if args.keep else None
     with (contextlib.nullcontext(str(keep)) if keep else
           tempfile.TemporaryDirectory(prefix="gscale", dir="/tmp")) as tmp:
@@ -387,11 +418,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         for n in sizes:
             root, facts, result = Path(tmp) / f"s{n}", Path(tmp) / f"f{n}.json", \
                 Path(tmp) / f"r{n}.json"
-            child([*common, "--fill", str(root), str(n), str(facts)])
+            if not (args.reuse and keep and root.is_dir() and facts.is_file()):
+                child([*common, "--fill", str(root), str(n), str(facts)])
             disk = du(root)
             child([*common, "--measure", str(root), str(facts), str(result)])
             rows.append((n, json.loads(facts.read_text()), json.loads(result.read_text()),
                          disk))
+            parts[n] = disk_parts(root)
     print(f"\nscale: {args.entries} entries and {args.triples} triples beside the episodes; "
           f"real model (all-MiniLM-L6-v2 int8) for queries; {args.retrieves} retrieves, "
           f"{args.recall_queries} recall queries ({args.recall_embedder} embedder)\n")
@@ -412,8 +445,11 @@ def main(argv: Sequence[str] | None = None) -> None:
          [f"{r['search_p50']:.2f} / {r['search_p95']:.2f}" for _, _, r, _ in rows])
     line("recall@10 of the exact int8 search vs float32", [f"{r['recall']:.3f}"
                                                           for _, _, r, _ in rows])
-    line(f"LanceDB IVF-PQ index (past {args.ann_threshold:,} episodes): build s, used",
-         [f"{r['ann']['build_s']:.1f}, {'yes' if r['ann']['used'] else 'no'}" if r["ann"]
+    line(f"LanceDB IVF-PQ index (past {args.ann_threshold:,} episodes): build s (kept: "
+         "built by an earlier run), used, refine chosen",
+         [("kept" if r["ann"]["build_s"] is None else f"{r['ann']['build_s']:.1f}")
+          + f", {'yes' if r['ann']['used'] else 'no'}, refine {r['ann'].get('refine')}"
+          if r["ann"]
           else "- (below the threshold)" for _, _, r, _ in rows])
     line("the store's own check: recall@10 of the index vs exact int8 (min to use it)",
          [f"{r['ann']['recall_at_10']:.3f} ({r['ann']['min_recall']:.2f})" if r["ann"]
@@ -429,9 +465,14 @@ def main(argv: Sequence[str] | None = None) -> None:
          [f"{r['fts']['build_seconds']:.1f}, {r['fts']['overlap_at_10']:.3f}, "
           f"{'yes' if r['fts']['used'] else 'no'}" if r.get("fts", {}).get("indexed_rows")
           else "- (below the threshold)" for _, _, r, _ in rows])
-    line(f"RSS idle / after {args.retrieves} retrieves, MiB",
-         [f"{r['rss_idle']:.0f} / {r['rss_after']:.0f}" for _, _, r, _ in rows])
+    line(f"RSS idle / after the search checks and index builds / after {args.retrieves} "
+         "retrieves, MiB", [f"{r['rss_idle']:.0f} / {r.get('rss_built', float('nan')):.0f} / "
+                            f"{r['rss_after']:.0f}" for _, _, r, _ in rows])
     line("disk ÷ raw", [f"{d / f['raw']:.2f} ({d / 2**20:.0f} MiB)" for _, f, _, d in rows])
+    for part in next(iter(parts.values()), {}):
+        line(f"disk after the measure: {part} ÷ raw (MiB)",
+             [f"{parts[n][part] / f['raw']:.2f} ({parts[n][part] / 2**20:.0f})"
+              for n, f, _, _ in rows])
     line(f"curator cycle after {args.new} new episodes: first / steady, s",
          [f"{r['cycle_first_s']:.2f} / {r['cycle_steady_s']:.2f}" for _, _, r, _ in rows])
 

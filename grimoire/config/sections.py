@@ -463,7 +463,9 @@ class EpisodesConfig:
         "background (0: never; below it, and whenever the index's measured recall@10 is under "
         "ann_min_recall, the exact int8 search answers)")
     ann_nprobes: int = opt(20, "IVF partitions probed per indexed query", positive=True)
-    ann_refine: int = opt(10, "indexed candidates per result, rescored in memory", positive=True)
+    ann_max_refine: int = opt(
+        100, "most indexed candidates per result (rescored in memory) the recall check may "
+        "choose: it uses the fewest whose recall@10 reaches ann_min_recall", positive=True)
     ann_min_recall: float = opt(0.95, "recall@10 against exact search below which the index "
                                 "is not used")
     ann_recall_queries: int = opt(100, "queries (midpoints of two stored rows) measuring "

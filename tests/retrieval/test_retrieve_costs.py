@@ -173,7 +173,9 @@ def test_a_pooled_episode_seen_before_has_its_vector_from_the_candidate_cache(
     new_id = g.episode_write(text="gas on base fell to 3 gwei", type="observation")["id"]
     asked.clear()  # the write's own look-up (auto-linking its causes) is not the retrieve's
     g.retrieve(query="gas on base swap slippage", k=5)
-    assert asked == [[new_id]]
+    # Besides the new candidate's own: the relevance background's evenly spaced sample,
+    # taken again once the store's size changed (``relevance.background``), read by id.
+    assert [new_id] in asked and len([ids for ids in asked if ids != [new_id]]) <= 1
 
 
 def test_the_kg_walk_is_cached_until_the_graph_changes(

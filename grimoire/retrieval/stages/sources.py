@@ -356,29 +356,28 @@ def vector_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) ->
 
 
 def vector_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
-    """Episodes by cosine. Unfiltered, the top ids come straight from the store's vector
-    matrix and the records from the episode cache: building 20 records from Arrow rows
-    per query cost more than the dot product itself (same order as the store's search:
-    score, then append order)."""
+    """Episodes by cosine. Unfiltered, the top ids come from the store's vector search
+    (``search_ids``: exact, or LanceDB's vector index past ``episodes.ann_threshold``) and
+    the records from the episode cache: building 20 records from Arrow rows per query cost
+    more than the dot product itself (same order as the store's search: score, then append
+    order)."""
     n = ctx.config.retrieval.candidates
     flt = episode_filter(req)
     if flt is not None:
         found = [(e, s) for e, s in ctx.episodes.search(q, _fetch(req, n), flt)
                  if episode_ok(e, req)][:n]
-    else:
-        ids, matrix = ctx.episodes.all_vectors()
-        if not ids:
-            return
-        scores = matrix @ q
-        k = min(n, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(k)
-        top = top[np.lexsort((top, -scores[top]))]
-        if req.thread is not None or req.actor is not None:
-            # thread/actor are not indexed: walk the whole order until n match (the dot
-            # product is already done; a sort of the scores is cheap next to it)
-            top = np.lexsort((np.arange(len(ids)), -scores))
+    elif req.thread is None and req.actor is None:
         found = []
-        for p in top.tolist():
+        for id_, score in ctx.episodes.search_ids(q, n):
+            e = episode_by_id(ctx, id_)
+            if e is not None and episode_ok(e, req):
+                found.append((e, score))
+    else:
+        # thread/actor are not indexed: walk the whole order by cosine until n match
+        ids, matrix = ctx.episodes.all_vectors()
+        scores = matrix @ q
+        found = []
+        for p in np.lexsort((np.arange(len(ids)), -scores)).tolist():
             e = episode_by_id(ctx, ids[p])
             if e is not None and episode_ok(e, req):
                 found.append((e, float(scores[p])))

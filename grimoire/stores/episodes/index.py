@@ -501,6 +501,12 @@ class EpisodeIndex:
         pos = int(np.searchsorted(snap.seq[:n], seq))
         return pos if pos < n and int(snap.seq[pos]) == seq else None
 
+    def seqs_to_pos(self, snap: Snapshot, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+        """``seq_to_pos`` of many, in order, the seqs not in ``snap`` left out."""
+        held = snap.seq[: snap.n]
+        pos = np.minimum(np.searchsorted(held, seqs), max(snap.n - 1, 0)).astype(np.intp)
+        return pos[held[pos] == seqs] if snap.n else np.zeros(0, np.intp)
+
     def episodes(self, snap: Snapshot, positions: Sequence[int]) -> list[Episode]:
         """Episodes at these positions (< snap.n), in the order given.
 

@@ -8,8 +8,11 @@ can always be rebuilt from the table:
 - ``<gen>.<array>``: each per-row array of the snapshot (``index.ARRAYS``: int8 codes,
   scales, the prefilter codes, timestamps, seqs) as a raw file of ``capacity`` rows, mapped
   with ``np.memmap``. The writer's index *lives* in these files (``Sidecar.allocate`` is the
-  index's allocator): a grown file keeps its rows in place, so growing copies nothing, and
-  rows nobody reads (an ANN query rescoring 100 candidates in 1M) are never paged in;
+  index's allocator): a grown file keeps its rows in place, so growing copies nothing. A
+  query through the vector index reads its candidates' codes with ``pread`` instead
+  (``read_rows``): touching a few rows of a mapping maps the page cache's whole folios
+  around them (ext4's large folios), and 1,700 candidates of 1M rows made 347 of the 368
+  MiB of codes resident after one query;
 - ``rows-<start>-<count>.arrow``: the flushed rows without their vectors (the index's Arrow
   chunks), one Arrow IPC file per chunk, memory-mapped: zero-copy tables;
 - ``<gen>.lookup-<rows>.npy``: the id lookup (sorted 64-bit ids hashes and positions);
@@ -57,9 +60,10 @@ from grimoire.stores.episodes.index import (
     Snapshot,
     allocate_in_memory,
 )
+from grimoire.stores.episodes.quantized import QuantizedRows
 from grimoire.stores.episodes.text import TextIndex, TextSnapshot
 
-__all__ = ["INDEX_DIR", "Sidecar"]
+__all__ = ["INDEX_DIR", "Sidecar", "read_rows"]
 
 log = get_logger(__name__)
 INDEX_DIR = "episodes.index"
@@ -361,3 +365,43 @@ def _hash(id_: str) -> int:
     from grimoire.stores.episodes import index as episodes_index
 
     return int(episodes_index._id_hash(id_))
+
+
+def _file_of(codes: npt.NDArray[Any]) -> tuple[str, int] | None:
+    """(path, byte offset of row 0) of a writable file mapping's rows; None otherwise (a
+    read-only open's copy-on-write map holds private rows the file lacks)."""
+    name, mode = getattr(codes, "filename", None), getattr(codes, "mode", None)
+    if name is None or mode != "r+" or codes.ndim != 2 or codes.strides[1] != codes.itemsize:
+        return None
+    root = codes
+    while isinstance(root.base, np.ndarray):  # views of the array numpy mapped
+        root = root.base
+    if not isinstance(root.base, mmap.mmap):
+        return None
+    return str(name), int(getattr(root, "offset", 0)) + (codes.ctypes.data - root.ctypes.data)
+
+
+def read_rows(rows: QuantizedRows, positions: npt.NDArray[np.intp]) -> QuantizedRows:
+    """``rows.take(positions)``, the codes read from their file with ``pread`` (~1 µs a
+    row) rather than through the mapping, which leaves the rows out of the process's RSS
+    (module docstring); falls back to the mapping for any other matrix."""
+    codes = rows.codes
+    where = _file_of(codes)
+    if where is None or positions.size == 0:
+        return rows.take(positions)
+    name, start = where
+    out = np.empty((positions.size, codes.shape[1]), dtype=codes.dtype)
+    stride = codes.strides[0]
+    try:
+        fd = os.open(name, os.O_RDONLY)
+    except OSError:
+        return rows.take(positions)
+    try:
+        for i, pos in enumerate(positions.tolist()):
+            if os.preadv(fd, [out[i]], start + pos * stride) != out[i].nbytes:
+                return rows.take(positions)
+    except OSError:
+        return rows.take(positions)
+    finally:
+        os.close(fd)
+    return QuantizedRows(out, np.asarray(rows.scales[positions], dtype=np.float32))

@@ -12,17 +12,16 @@ and ``recovery``/``resume``, the open procedure):
 - ``index``: the read side (int8 vectors, prefilter columns, rows) and ``text`` (BM25),
   saved beside the table (``sidecar``) so an open reads only the rows after the save.
 
-Write path (one writer thread): ``append`` validates, commits the rows to the
-journal (fsync), then makes them visible in memory; ``flush`` moves buffered
-rows to LanceDB in one ``add()``, fsyncs the new files, then drops the journal
-rows. On open, journal rows that LanceDB lacks are replayed (idempotent by id).
+Write path (one writer thread): ``append`` validates, commits the rows to the journal
+(fsync), then makes them visible in memory; ``flush`` moves buffered rows to LanceDB in one
+``add()``, fsyncs the new files, then drops the journal rows. On open, journal rows that
+LanceDB lacks are replayed (idempotent by id).
 
-Read-only (``open(read_only=True)``, a reader beside the daemon or without
-one): no lock, nothing written; the journal is read once (before LanceDB, so
-no acknowledged row slips between them), LanceDB's latest version is read, and
-the union is loaded into memory. Such a store is a snapshot taken at open:
-rows the writer appends later are not seen until it is opened again. Every
-write method raises NotAvailableError.
+Read-only (``open(read_only=True)``, a reader beside the daemon or without one): no lock,
+nothing written; the journal is read once (before LanceDB, so no acknowledged row slips
+between them), LanceDB's latest version is read, and the union is loaded into memory. Such
+a store is a snapshot taken at open: rows the writer appends later are not seen until it is
+opened again. Every write method raises NotAvailableError.
 
 Reads (any thread, no lock) see buffered rows too and touch LanceDB only through its
 vector and FTS indexes past their thresholds (``ann``, ``words``); below them, search is
@@ -87,7 +86,7 @@ from grimoire.stores.episodes.schema import (
     validate_episode,
 )
 from grimoire.stores.episodes.select import find_ids
-from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar
+from grimoire.stores.episodes.sidecar import INDEX_DIR, Sidecar, read_rows
 from grimoire.stores.episodes.text import TextIndex
 from grimoire.stores.episodes.words import Words
 
@@ -405,6 +404,17 @@ class EpisodeStore:
     def search(self, vector: F32, k: int, filters: EpisodeFilter | None = None,
                ) -> list[tuple[Episode, float]]:
         """Top-k episodes by cosine similarity to ``vector`` (best first), prefiltered."""
+        snap, hits = self._vector_hits(vector, k, filters)
+        episodes = self._index.episodes(snap, [p for p, _ in hits])
+        return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
+
+    def search_ids(self, vector: F32, k: int) -> list[tuple[str, float]]:
+        """As :meth:`search` unfiltered, ids only (for a caller that caches the records)."""
+        snap, hits = self._vector_hits(vector, k, None)
+        return [(snap.id_at(p), score) for p, score in hits]
+
+    def _vector_hits(self, vector: F32, k: int, filters: EpisodeFilter | None,
+                     ) -> tuple[Snapshot, list[tuple[int, float]]]:
         k = check_k(k)
         if isinstance(vector, np.ndarray) and vector.ndim == 1:
             vector = vector[None, :]
@@ -413,14 +423,8 @@ class EpisodeStore:
         snap = self._index.snap
         hits: list[tuple[int, float]] | None = None
         if filters is None and self._ann.usable:
-            hits = self._ann_search(snap, query, k)
-        if hits is None:
-            hits = self._index.search(snap, query, k, filters)
-        episodes = self._index.episodes(snap, [p for p, _ in hits])
-        return [(ep, score) for ep, (_, score) in zip(episodes, hits, strict=True)]
-
-    def _ann_search(self, snap: Snapshot, query: F32, k: int) -> list[tuple[int, float]] | None:
-        return self._ann.search(self._lance.table, self._index, snap, query, k)
+            hits = self._ann.search(self._lance.table, self._index, snap, query, k)
+        return snap, hits if hits is not None else self._index.search(snap, query, k, filters)
 
     def ann_due(self) -> bool:
         """Whether :meth:`refresh_ann` would build or rebuild LanceDB's vector index."""
@@ -435,11 +439,7 @@ class EpisodeStore:
             return None
         fts = self._words.refresh(self._lance.table, self._index)
         snap = self._index.snap
-        ann = self._ann.refresh(
-            self._lance.table, snap.flushed, self.dim,
-            exact=lambda q, k: self._index.search(snap, q, k, None),
-            indexed=lambda q, k: self._ann_search(snap, q, k) or [],
-            stored=lambda positions: snap.rows()[positions])
+        ann = self._ann.refresh(self._lance.table, self._index, snap, self.dim)
         if ann is not None:
             self._sidecar.release()  # the recall check read every row
         return None if ann is None and fts is None else {**(ann or {}), "fts": fts}
@@ -500,7 +500,7 @@ class EpisodeStore:
         """A (len(ids) × dim) float32 copy of the vectors, in the order given.
 
         As held in memory: int8-quantised (within ~0.001 a component of what was stored:
-        ``index``); LanceDB keeps the exact ones."""
+        ``index``; read from the file, not the mapping: ``sidecar.read_rows``)."""
         snap = self._index.snap
         positions = []
         for id_ in ids:
@@ -508,7 +508,7 @@ class EpisodeStore:
             if pos is None or pos >= snap.n:
                 raise NotFoundError(f"no episode {id_!r}")
             positions.append(pos)
-        return snap.rows()[positions]
+        return read_rows(snap.rows(), np.asarray(positions, dtype=np.intp)).dequantize()
 
     def all_vectors(self) -> tuple[EpisodeIds, QuantizedRows]:
         """(ids, n × dim matrix) of every episode in append order, one snapshot.

@@ -217,9 +217,30 @@ class TextIndex:
     def search(self, n: int, query: str, k: int, mask: npt.NDArray[np.bool_] | None,
                ) -> list[tuple[int, float]]:
         """Top-k (position, BM25) over rows < n passing ``mask``, best first."""
-        snap = self.snap
         if n == 0 or k <= 0:
             return []
+        scores = self._scores(n, query)
+        if scores is None:
+            return []
+        if mask is not None:
+            scores[~mask] = 0.0
+        hits = np.flatnonzero(scores > 0)
+        if hits.size > k:
+            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
+        hits = hits[np.lexsort((hits, -scores[hits]))]
+        return [(int(p), float(scores[p])) for p in hits]
+
+    def score(self, n: int, query: str, positions: Sequence[int]) -> list[float]:
+        """The BM25 of ``query`` at each of ``positions`` (rows < n; 0.0 where no word
+        matches): how ``search`` would score those rows, whether or not it returns them."""
+        scores = self._scores(n, query) if n else None
+        if scores is None:
+            return [0.0] * len(positions)
+        return [float(scores[p]) if 0 <= p < n else 0.0 for p in positions]
+
+    def _scores(self, n: int, query: str) -> npt.NDArray[np.float64] | None:
+        """BM25 of ``query`` for every row < n; None when no query word is indexed."""
+        snap = self.snap
         _rows, distinct, _local = tokenize([query])
         wanted = [self.vocab.get(t) for t in distinct[:MAX_QUERY_TERMS]]
         lengths = snap.lengths[:n]
@@ -235,16 +256,11 @@ class TextIndex:
             all_docs.append(docs)
             all_weights.append(idf * tfs * (K1 + 1.0) / (tfs + norm[docs]))
         if not all_docs:
-            return []
-        scores = np.bincount(np.concatenate(all_docs), weights=np.concatenate(all_weights),
-                             minlength=n)
-        if mask is not None:
-            scores[~mask] = 0.0
-        hits = np.flatnonzero(scores > 0)
-        if hits.size > k:
-            hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
-        hits = hits[np.lexsort((hits, -scores[hits]))]
-        return [(int(p), float(scores[p])) for p in hits]
+            return None
+        scores: npt.NDArray[np.float64] = np.bincount(
+            np.concatenate(all_docs), weights=np.concatenate(all_weights), minlength=n
+        ).astype(np.float64, copy=False)
+        return scores
 
     @staticmethod
     def _postings(snap: TextSnapshot, term: int, n: int

@@ -85,7 +85,8 @@ class Words:
 
         def ours() -> Any:
             text = mine if mine is not None else postings_of(snap)
-            return lambda q, k: text.search(snap.n, q, k, None)
+            return (lambda q, k: text.search(snap.n, q, k, None),
+                    lambda q, positions: text.score(snap.n, q, positions))
 
         def texts(positions: list[int]) -> list[str]:
             return [ep.text for ep in index.episodes(snap, positions)]

@@ -5,7 +5,9 @@ low threshold."""
 
 from __future__ import annotations
 
+import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from grimoire.clock import FrozenClock
 from grimoire.config import Config, EpisodesConfig
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType
+from grimoire.stores.episodes.ann import AnnIndex
+from grimoire.stores.episodes.sidecar import _file_of, read_rows
 from grimoire.stores.episodes.store import EpisodeFilter, EpisodeStore
 
 DIM = 64
@@ -136,3 +140,100 @@ def test_recall_counts_equally_scored_rows_as_hits(tmp_path: Path) -> None:
         ann = store.stats()["ann"]
         assert ann["recall_at_10"] is not None and ann["recall_at_10"] >= 0.95
         assert ann["used"] is True
+
+
+def test_the_check_uses_the_fewest_candidates_that_reach_the_minimum_recall(tmp_path: Path
+                                                                            ) -> None:
+    """``refine`` is the check's choice, not a constant: the smallest number of candidates
+    per result whose recall@10 reaches ``ann_min_recall``, read off one candidate list per
+    query. Searching with that many passes; with one fewer, the same check fails; and an
+    index allowed too few candidates is not used."""
+    clock = FrozenClock()
+    with open_store(tmp_path / "free") as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        assert store.refresh_ann() is not None
+        ann = store.stats()["ann"]
+        refine = ann["refine"]
+        assert ann["used"] is True and ann["recall_at_10"] >= 0.95
+        assert 1 < refine < EpisodesConfig().ann_max_refine
+        table, index, snap = store.lance_table(), store._index, store._index.snap
+        # The same index and queries, each allowed a fixed number of candidates per result
+        # (its own LanceDB query, not a prefix of a longer one).
+        for allowed, passes in ((refine, True), (refine - 1, False)):
+            check = AnnIndex(replace(store._ann.settings, max_refine=allowed))
+            recall, chosen = check._measure(table, index, snap)
+            assert chosen == allowed and (recall >= 0.95) is passes
+    with open_store(tmp_path / "few", ann_max_refine=1) as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        assert store.refresh_ann() is not None
+        ann = store.stats()["ann"]
+        assert ann["refine"] == 1 and ann["recall_at_10"] < 0.95 and ann["used"] is False
+
+
+def test_a_measure_kept_before_refine_was_chosen_is_taken_again(tmp_path: Path) -> None:
+    """An ``ann.json`` of the earlier format (recall of a fixed refine) is not trusted:
+    the next refresh builds and measures again."""
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        assert store.refresh_ann() is not None
+    state = tmp_path / "episodes.index" / "ann.json"
+    saved = json.loads(state.read_text())
+    assert saved["version"] == 2 and saved["refine"] >= 1
+    state.write_text(json.dumps({"indexed_rows": N, "recall": 0.5, "build_seconds": 1.0}))
+    with open_store(tmp_path) as store:
+        assert store.stats()["ann"]["used"] is False and store.ann_due()
+        assert store.refresh_ann() is not None and store.stats()["ann"]["used"] is True
+
+
+def test_retrieve_goes_through_the_index_once_it_is_used(tmp_path: Path) -> None:
+    """The retrieval pipeline's unfiltered episode search asks the store (``search_ids``),
+    so past the threshold it goes through the index: it no longer scores every row itself
+    (which at 1M kept 70 ms a query and every int8 row resident)."""
+    config = Config().replace(**{"episodes.ann_threshold": 1_000,
+                                 "episodes.ann_recall_queries": 50})
+    with Grimoire.open(tmp_path / "data", config=config, clock=FrozenClock(),
+                       embedder=EMB) as g:
+        for lo in range(0, N, 600):
+            g.episode_write_batch([{"text": t} for t in texts(lo, lo + 600)])
+        store = g.context.episodes
+        store.flush()
+        assert store.refresh_ann() is not None and store.stats()["ann"]["used"]
+        calls: list[int] = []
+        searched = store._ann.search
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return searched(*args, **kwargs)
+
+        store._ann.search = counted  # type: ignore[method-assign]
+        items = g.retrieve(query=texts(604, 605)[0], k=5)["items"]
+        assert calls and items
+        assert store.search_ids(EMB.embed(texts(17, 18))[0], 1)[0][0] == store.search(
+            EMB.embed(texts(17, 18))[0], 1)[0][0].id
+
+
+def test_candidates_are_read_from_the_codes_file_not_through_its_mapping(tmp_path: Path
+                                                                         ) -> None:
+    """``read_rows`` reads a writable store's codes with pread (rows written through the
+    mapping but not yet saved included) and gives what the mapping holds; a read-only
+    store's copy-on-write map (private rows the file lacks) is read through the map."""
+    clock = FrozenClock()
+    with open_store(tmp_path) as store:
+        fill(store, 0, N, clock)
+        store.flush()
+        fill(store, N, N + 7, clock)  # in the index's files, not in a saved index
+        snap = store._index.snap
+        positions = np.array([0, 3, 604, N - 1, N + 6], dtype=np.intp)
+        assert _file_of(snap.rows().codes) is not None  # the pread path, not the fallback
+        got, want = read_rows(snap.rows(), positions), snap.rows().take(positions)
+        assert np.array_equal(got.codes, want.codes)
+        assert np.array_equal(got.scales, want.scales)
+    with EpisodeStore.open(tmp_path, model_id=EMB.model_id, dim=DIM, read_only=True,
+                           config=EpisodesConfig(), clock=FrozenClock()) as reader:
+        rows = reader._index.snap.rows()
+        assert _file_of(rows.codes) is None
+        assert np.array_equal(read_rows(rows, positions).codes, rows.take(positions).codes)

@@ -83,3 +83,25 @@ def test_filters_become_lancedb_sql_with_quotes_escaped() -> None:
     assert lance_where(None) is None
     where = lance_where(EpisodeFilter(types=["action"], strategy="it's", until_ms=5))
     assert where == "type IN ('action') AND strategy = 'it''s' AND timestamp < 5"
+
+
+def test_the_overlap_scores_lancedb_hits_with_our_bm25(tmp_path: Path) -> None:
+    """Rows our BM25 ties on (same words, same length to our tokenizer) that LanceDB's
+    tokenizer tells apart (it splits ``a_b``: the earlier rows are longer to it, so it ranks
+    the later ones first). Our BM25 scores LanceDB's hits as high as its own 10th: they are
+    as good an answer, and the overlap counts them whichever of the tied rows our own top
+    k (or top 200) happens to hold."""
+    texts = [f"rebalanced the curve pool {'a_b' if i < 300 else 'zz'}" for i in range(600)]
+    with open_store(tmp_path, ann_recall_queries=60) as store:
+        for lo in range(0, 600, 100):
+            eps = [Episode(id=f"t-{i}", text=texts[i], type=EpisodeType.ACTION,
+                           timestamp=1_000 + i) for i in range(lo, lo + 100)]
+            store.append(eps, EMB.embed(texts[lo:lo + 100]))
+        store.flush()
+        ours = store.text_search("curve pool", 10)
+        assert len({score for _, score in ours}) == 1  # 600 rows tie for our BM25
+        assert store.refresh_ann() is not None
+        fts = store.stats()["fts"]
+        assert fts["overlap_at_10"] >= 0.95 and fts["used"]
+        theirs = store.text_search("curve pool", 10)  # now through LanceDB's index
+        assert all(int(e.id[2:]) >= 300 for e, _ in theirs)

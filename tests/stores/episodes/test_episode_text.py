@@ -60,6 +60,23 @@ def test_scores_are_okapi_bm25() -> None:
     assert [p for p, _ in top] == sorted(want, key=lambda p: (-want[p], p))
 
 
+def test_score_gives_the_bm25_of_rows_outside_the_top_k() -> None:
+    """What the FTS overlap check scores LanceDB's hits with: our BM25 of any row, whether
+    or not our own top k holds it (0 where no query word matches, or past n)."""
+    docs = ["gas spike on mainnet gas gas", "bridge usdc to base", "gas fees low on base",
+            "regime shift to bear market", "nothing relevant here at all today"]
+    index = TextIndex()
+    index.load(pa.array(docs))
+    want = _reference_bm25(docs, "gas base")
+    assert len(index.search(len(docs), "gas base", 1, None)) == 1
+    got = index.score(len(docs), "gas base", [4, 2, 1, 0, 3])
+    assert got[0] == 0.0 and got[4] == 0.0
+    for pos, score in zip([2, 1, 0], got[1:4], strict=True):
+        assert math.isclose(score, want[pos], rel_tol=1e-6)
+    assert index.score(2, "gas base", [2]) == [0.0]  # row 2 is not below n = 2
+    assert index.score(len(docs), "unknown words", [0, 1]) == [0.0, 0.0]
+
+
 def test_mask_and_n_limit_the_candidates() -> None:
     docs = ["alpha beta", "alpha", "beta gamma", "alpha alpha"]
     index = TextIndex()
