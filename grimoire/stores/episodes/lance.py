@@ -114,8 +114,8 @@ class LanceEpisodes:
         except _LANCE_ERRORS as exc:
             raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
         check_identity(table.schema.metadata, model_id=model_id, dim=dim, where=str(self.root))
+        self._check_read_only_columns(table)  # raises again on every use if it fails
         self._table = table
-        self._check_read_only_columns()
         return table
 
     def version_on_disk(self) -> int | None:
@@ -153,8 +153,8 @@ class LanceEpisodes:
             if missing and len(missing) == len(added):
                 self._table.add_columns(missing)
 
-    def _check_read_only_columns(self) -> None:
-        have = {f.name for f in self._table.schema}
+    def _check_read_only_columns(self, table: Any) -> None:
+        have = {f.name for f in table.schema}
         if not all(f.name in have for f in V2_FIELDS):
             raise StoreError(
                 f"{self.root} is at episode schema version 1 (no thread and actor columns); "
