@@ -106,17 +106,21 @@ class LanceEpisodes:
             raise StoreError(f"cannot fsync {directory}: {exc}") from exc
 
     def _open_read_only(self, directory: Path, model_id: str, dim: int) -> Any:
+        proxy = self._table
         try:
             import lancedb
 
             self._db = lancedb.connect(str(directory))
-            table = self._db.open_table(TABLE_NAME)
-        except _LANCE_ERRORS as exc:
-            raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
-        check_identity(table.schema.metadata, model_id=model_id, dim=dim, where=str(self.root))
-        self._check_read_only_columns(table)  # raises again on every use if it fails
-        self._table = table
-        return table
+            self._table = self._db.open_table(TABLE_NAME)
+            check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
+                           where=str(self.root))
+            self._check_read_only_columns()
+        except BaseException as exc:
+            self._table = proxy  # a failed check fails again on every use
+            if isinstance(exc, _LANCE_ERRORS) and not isinstance(exc, StoreError):
+                raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
+            raise
+        return self._table
 
     def version_on_disk(self) -> int | None:
         """The table's newest committed version, read from its manifests' names without
@@ -153,8 +157,8 @@ class LanceEpisodes:
             if missing and len(missing) == len(added):
                 self._table.add_columns(missing)
 
-    def _check_read_only_columns(self, table: Any) -> None:
-        have = {f.name for f in table.schema}
+    def _check_read_only_columns(self) -> None:
+        have = {f.name for f in self._table.schema}
         if not all(f.name in have for f in V2_FIELDS):
             raise StoreError(
                 f"{self.root} is at episode schema version 1 (no thread and actor columns); "
