@@ -87,3 +87,22 @@ def test_entry_list_without_a_daemon_never_imports_lancedb(tmp_path: Path) -> No
         imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()
                     if line.startswith("import time:")}
         assert "lancedb" not in imported and "fastembed" not in imported, command
+
+
+def test_explain_and_retrieve_without_a_daemon_read_the_saved_index_not_lancedb(
+        tmp_path: Path) -> None:
+    """The episode store the writer closed is read from its saved index (``episodes.index``)
+    while the table is at the version it names: the episodes come without LanceDB."""
+    data = tmp_path / "data"
+    entry_id = _store(data)
+    for command in (["explain", entry_id], ["retrieve", "swap", "-k", "3", "--json"]):
+        p = subprocess.run([sys.executable, "-X", "importtime", str(GRIMOIRE), *command,
+                            "--data", str(data)], capture_output=True, text=True,
+                           env=daemon_env(), timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert "grimoire.stores.episodes.store" in imported, command
+        assert "lancedb" not in imported, command
+        if command[0] == "retrieve":
+            assert "swap at +" in p.stdout  # the episodes are there, read from the index

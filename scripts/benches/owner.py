@@ -76,8 +76,10 @@ def _commands(data: Path, env: dict[str, str], cwd: Path) -> list[tuple[str, lis
                             cwd=cwd, capture_output=True, text=True, check=True)
     entries = json.loads(listed.stdout).get("entries") or []
     entry_id = entries[0]["id"] if entries else "0000"
+    # The id as the table prints it (the shortest unique prefix): what an owner copies.
+    short = entries[0].get("short_id") or entry_id if entries else entry_id
     out = [("status", ["status"]), ("playbook", ["playbook"]),
-           ("explain", ["explain", entry_id[:8]]), ("entry list", ["entry", "list"]),
+           ("explain", ["explain", short]), ("entry list", ["entry", "list"]),
            ("entry show", ["entry", "show", entry_id]),
            ("kg at", ["kg", "at", "token", "WETH", "99999999999"]),
            ("retrieve", ["retrieve", "gas is cheap", "-k", "5"])]

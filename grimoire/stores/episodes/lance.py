@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -77,17 +77,16 @@ class LanceEpisodes:
         self._synced: dict[str, tuple[int, int, int]] = {}
         self.data_files = 0  # counted by every sync(): what triggers work-based compaction
         self.versions = 0
+        self._db: Any = None
+        if read_only:  # LanceDB (~1 s to import) only when a read needs the table
+            if self.root.exists():
+                self._table = _OnFirstUse(lambda: self._open_read_only(directory, model_id, dim))
+            return
         try:
             import lancedb  # slow import (~1.5 s): only when a store is opened
 
-            self._db: Any = lancedb.connect(str(directory))
-            if read_only:
-                if self.root.exists():
-                    self._table = self._db.open_table(TABLE_NAME)
-                    check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
-                                   where=str(self.root))
-                    self._check_read_only_columns()
-            elif self.root.exists():
+            self._db = lancedb.connect(str(directory))
+            if self.root.exists():
                 self._table = self._db.open_table(TABLE_NAME)
                 check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
                                where=str(self.root))
@@ -99,14 +98,48 @@ class LanceEpisodes:
             raise
         except _LANCE_ERRORS as exc:  # lancedb raises these
             raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
-        if read_only:
-            return
         # Everything present now may be unsynced (a crash before close): sync it once.
         self.sync()
         try:
             _fsync_path(str(directory))
         except OSError as exc:
             raise StoreError(f"cannot fsync {directory}: {exc}") from exc
+
+    def _open_read_only(self, directory: Path, model_id: str, dim: int) -> Any:
+        proxy = self._table
+        try:
+            import lancedb
+
+            self._db = lancedb.connect(str(directory))
+            self._table = self._db.open_table(TABLE_NAME)
+            check_identity(self._table.schema.metadata, model_id=model_id, dim=dim,
+                           where=str(self.root))
+            self._check_read_only_columns()
+        except BaseException as exc:
+            self._table = proxy  # a failed check fails again on every use
+            if isinstance(exc, _LANCE_ERRORS) and not isinstance(exc, StoreError):
+                raise StoreError(f"cannot open episode table {self.root}: {exc}") from exc
+            raise
+        return self._table
+
+    def version_on_disk(self) -> int | None:
+        """The table's newest committed version, read from its manifests' names without
+        LanceDB (None: no table, or names this code does not know). Every LanceDB write
+        (add, delete, compaction, overwrite) commits a new version, so a table still at the
+        version a saved index names holds exactly the rows that index was saved from."""
+        try:
+            stems = [name[:-len(".manifest")] for name in os.listdir(self.root / "_versions")
+                     if name.endswith(".manifest")]
+            numbers = [int(stem) for stem in stems]
+        except (OSError, ValueError):
+            return None
+        if not numbers:
+            return None
+        if all(len(stem) == 20 for stem in stems) and min(numbers) >= 1 << 63:
+            return (1 << 64) - 1 - min(numbers)  # Lance's V2 names: u64::MAX - version
+        if any(len(stem) == 20 for stem in stems):
+            return None
+        return max(numbers)
 
     def _migrate(self) -> None:
         """Schema 1 → 2 → 3: add each version's columns (null for every old row): 2 the
@@ -355,3 +388,16 @@ class LanceEpisodes:
     def close(self) -> None:
         # LanceDB 0.40 tables have no close(); dropping the references releases them.
         del self._table, self._db
+
+
+class _OnFirstUse:
+    """A read-only open's table, opened (LanceDB imported) on its first attribute read."""
+
+    def __init__(self, opener: Callable[[], Any]) -> None:
+        self._opener = opener
+        self._opened: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._opened is None:
+            self._opened = self._opener()
+        return getattr(self._opened, name)

@@ -3,7 +3,8 @@
 ``resume`` is ``recovery.recover``'s fast path, tried first by every open: it installs
 the index saved beside the table (``sidecar``), then applies on top of it
 
-1. the delta: LanceDB rows appended after the save (``seq > max_seq``), with their vectors;
+1. the delta: LanceDB rows appended after the save (``seq > max_seq``), with their vectors
+   (a read-only open of a table still at the saved version has none, and opens no LanceDB);
 2. the journal rows LanceDB lacks (a crash before a flush): the writer appends them to
    LanceDB and fsyncs before releasing them, as ``recover`` does; a read-only open keeps
    them as buffered rows of its snapshot;
@@ -74,8 +75,14 @@ def resume(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalR
     meta = sidecar.read_meta()
     if meta is None:
         return None
-    version, total, delta = lance.rows_after(int(meta["max_seq"]))
-    if version < int(meta["lance_version"]) or int(meta["rows"]) + delta.num_rows != total:
+    saved_at = int(meta["lance_version"])
+    if journal is None and lance.version_on_disk() == saved_at:
+        # A reader of a table still at the saved version: nothing after the save, and
+        # LanceDB (a second to import) is not needed to know it.
+        version, total, delta = saved_at, int(meta["rows"]), lance.schema.empty_table()
+    else:
+        version, total, delta = lance.rows_after(int(meta["max_seq"]))
+    if version < saved_at or int(meta["rows"]) + delta.num_rows != total:
         log.info("episodes.index.stale", saved_rows=meta["rows"], delta=delta.num_rows,
                  table_rows=total, saved_version=meta["lance_version"], version=version)
         return None
