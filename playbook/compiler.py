@@ -338,6 +338,9 @@ def _preamble(header: _Header) -> list[list[str]]:
             "  missing a risk costs more than a false alarm. Heuristics follow, then the",
             "  insights and causal links they were derived from, then other findings no rule",
             "  rests on yet. Each heading counts the lines under it.",
+            "- A finding its learners' significance test established is listed the cycle after"
+            f" it is found, at ✓0 and conf {header.rule.of(0, 0):.2f}: only episodes after it"
+            " count as ✓ / ✗.",
             "- `## Global` applies to every strategy; `## Strategy: <name>` to one strategy.",
             "- Rules are learned from the agent's own outcomes; what it was told or inherited"
             " stands apart (\"Told or inherited\") until an outcome confirms it.",

@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,16 +155,33 @@ def _fee_test(action: str, higher: bool) -> Test:
     return test
 
 
-def _outcome_metric_test(rule: Any, higher: bool) -> Test:
+def _hours_overlap(rule: Any, window: Any) -> bool:
+    """True when an hour window ``[start, end)`` shares an hour with the rule's hours."""
+    if rule.hours is None or not isinstance(window, list) or len(window) != 2:
+        return False
+    start, end = int(window[0]), int(window[1])
+    hours = {(start + k) % 24 for k in range((end - start) % 24 or 24)}
+    return any(in_hours(h, rule.hours) for h in hours)
+
+
+def _outcome_metric_test(rule: Any, higher: bool, sole_action: Mapping[str, str]) -> Test:
+    """The rule's P&L: mean pnl / return lower (higher) under its condition or a part of it.
+    A strategy that takes only one action (``sole_action``) states the action by itself:
+    "multi-dca's return is lower 20:00-23:00" is "its swaps' return is", the same claim.
+    An hour window must overlap the rule's hours."""
     parts = {"action": rule.action, "token_pair": rule.token_pair,
              "regime": None if rule.regime is None else rule.regime.value}
 
     def test(c: Claim) -> bool:
         cond = {k: v for k, v in c.condition.items() if k not in ("hour_window", "tool")}
+        if ("action" not in cond and c.strategy is not None
+                and sole_action.get(c.strategy) == rule.action):
+            cond["action"] = rule.action
+        window = c.condition.get("hour_window")
         return (c.target in ("metric:pnl", "metric:return_bps")
                 and (c.direction == "higher") == higher
                 and rule.strategy in (None, c.strategy)
-                and (rule.hours is not None or "hour_window" not in c.condition)
+                and (window is None or _hours_overlap(rule, window))
                 and bool(cond) and all(parts.get(k) == v for k, v in cond.items()))
     return test
 
@@ -215,15 +232,6 @@ def _outcome_part_test(rule: Any, bad: bool) -> Test:
     own = {"action": rule.action, "token_pair": rule.token_pair,
            "regime": None if rule.regime is None else rule.regime.value}
 
-    def overlaps(window: Any) -> bool:
-        if rule.hours is None:
-            return False
-        if not isinstance(window, list) or len(window) != 2:
-            return False
-        start, end = int(window[0]), int(window[1])
-        hours = {(start + k) % 24 for k in range((end - start) % 24 or 24)}
-        return any(in_hours(h, rule.hours) for h in hours)
-
     def test(c: Claim) -> bool:
         cond = c.condition
         if not c.target.startswith("outcome:") or set(cond) - {*own, "hour_window", "tool",
@@ -233,7 +241,7 @@ def _outcome_part_test(rule: Any, bad: bool) -> Test:
             return False
         if any(k in own and own[k] != v for k, v in cond.items()):
             return False
-        if "hour_window" in cond and not overlaps(cond["hour_window"]):
+        if "hour_window" in cond and not _hours_overlap(rule, cond["hour_window"]):
             return False
         worse = (c.target == "outcome:negative_rate") == (c.direction == "higher")
         return worse == bad and (rule.strategy is None or c.strategy in (rule.strategy, None))
@@ -348,12 +356,15 @@ def planted_of(scenario: Any) -> tuple[dict[str, Test], list[Test], dict[str, Te
     # An outcome rule moves the P&L of the actions it covers: their mean pnl / return under
     # the rule's condition (or a part of it) is lower when it loses more, higher when less.
     # (and, for a rule that reverses, the reversed one's as well: both held in the run)
+    sole_action = {st.name: st.actions[0][0] for st in scenario.strategies
+                   if len(st.actions) == 1}
     for r in scenario.outcome_rules:
         rates = [r.negative_rate] + ([r.reversed_negative_rate]
                                      if r.reverse_at_tick is not None else [])
         for rate in rates:
             if rate != scenario.base_negative_rate:
-                effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate))
+                effects.append(_outcome_metric_test(r, rate < scenario.base_negative_rate,
+                                                    sole_action))
                 effects.append(_complement_test(r, rate > scenario.base_negative_rate))
                 effects.append(_outcome_part_test(r, rate > scenario.base_negative_rate))
                 if r.regime is None:

@@ -8,6 +8,9 @@
 - EDIT → the entry's claim replaced (the numbers the curator counted kept), its content
   the sentence of the stored numbers (``playbook.entry_sentence``) and its vector that
   sentence's, with a curator delta (op ``edit``, before / after) for the audit trail.
+  An EDIT that moves the claim's condition (an hour window 20:00–00:00 become 20:00–23:00)
+  recounts ✓ / ✗ over the counted episodes the new condition covers (``_recount``):
+  a verdict on the 23:00 episodes was evidence on the old claim, not on this one.
 - causal links (category ``causal_link``): the entry as above, plus
   ``discovered`` causal edges from each evidence pair's cause episode to its
   effect episode (at most ``distiller.causal_edge_pairs`` per operation)
@@ -35,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from curator.claims import EpisodeWindow, claim_mask
 from curator.distiller.operations import Operation, OpKind
 from curator.learn.alias import get_alias, set_alias
 from curator.learn.votes import record_votes
@@ -42,6 +46,7 @@ from curator.views.render import format_duration
 from grimoire.context import Context
 from grimoire.gate.admit import Proposal, admit
 from grimoire.gate.agreement import claim_relation
+from grimoire.gate.decay import evidence_confidence
 from grimoire.logs import get_logger
 from grimoire.records import Category, Claim, EntryStatus, Episode, GrimoireEntry, Provenance
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind, EntryFilter
@@ -56,6 +61,7 @@ log = get_logger(__name__)
 UtilityScorer = Callable[[Proposal], Mapping[str, float] | None]
 _DECISIONS = ("admitted", "merged", "skipped", "rejected", "quarantined")
 _REACHED_STORE = frozenset({"admitted", "merged", "skipped", "quarantined"})
+_DERIVED = "derived"  # the tag of a rule the curator parameterized (cycle.transitions)
 
 
 def curator_cycle_number(ctx: Context) -> int:
@@ -188,6 +194,56 @@ def _edited(entry: GrimoireEntry, op: Operation, now: int) -> GrimoireEntry:
     return dataclasses.replace(updated, content=entry_sentence(updated))
 
 
+def _moved(old: Claim | None, new: Claim | None) -> bool:
+    """True when an EDIT from ``old`` to ``new`` changes which episodes the claim covers."""
+    return (old is not None and new is not None and not new.target.startswith("event:")
+            and (old.condition != new.condition or old.strategy != new.strategy
+                 or old.band_cut != new.band_cut))
+
+
+def _recount(ctx: Context, entry: GrimoireEntry, claim: Claim) -> GrimoireEntry:
+    """Writer thread: ``entry`` with ✓ / ✗ (and the confidence they give) counted over the
+    episodes recorded for it (``entry_evidence``) that ``claim``'s condition covers.
+
+    A verdict is evidence on the condition it was judged on: seven positive swaps at 23:00
+    contradicted "swaps lose 20:00–00:00", not "swaps lose 20:00–23:00", and kept as ✗ of
+    the narrower claim they would demote a warning no episode of its own hours failed.
+    The rows stay recorded (each episode is still counted once for the entry), so a
+    condition that moves back counts them again. A condition ``claim_mask`` cannot read
+    keeps the counts the entry had."""
+    rows = ctx.semantic.list_evidence(entry.id)
+    if not rows:
+        return entry
+    verdict = {episode_id: kind for episode_id, kind, _, _ in rows}
+    found = [ep for ep in (ctx.episodes.get(i) for i in verdict) if ep is not None]
+    window = EpisodeWindow.of(sorted(found, key=lambda e: (e.timestamp, e.id)))
+    mask = claim_mask(window, claim)
+    if mask is None:
+        return entry
+    covered = [window.episodes[i].id for i in np.flatnonzero(mask)]
+    ups = sum(1 for i in covered if verdict[i] == "confirm")
+    downs = len(covered) - ups
+    if (ups, downs) == (entry.validated_count, entry.contradicted_count):
+        return entry
+    return dataclasses.replace(
+        entry, validated_count=ups, contradicted_count=downs,
+        confidence=evidence_confidence(entry.provenance, ups, downs, ctx.config.decay))
+
+
+def _derived_rules(ctx: Context, entry_id: str) -> list[GrimoireEntry]:
+    """The rules the curator parameterized from ``entry_id`` (judged by its claim)."""
+    rules = ctx.semantic.list_entries(EntryFilter(
+        categories=(Category.WARNING, Category.HEURISTIC),
+        statuses=tuple(s for s in EntryStatus if s is not EntryStatus.ARCHIVED)))
+    return [r for r in rules if r.parent_entry_ids and r.parent_entry_ids[0] == entry_id
+            and r.claim is None and _DERIVED in r.tags]
+
+
+def _counts(entry: GrimoireEntry) -> dict[str, Any]:
+    return {"validated_count": entry.validated_count,
+            "contradicted_count": entry.contradicted_count, "confidence": entry.confidence}
+
+
 def _edit_text(ctx: Context, op: Operation) -> str:
     """The content an EDIT will store (embedded before the writer job)."""
     entry = ctx.semantic.get_entry(op.target_entry_id) if op.target_entry_id else None
@@ -201,16 +257,37 @@ def _edit(ctx: Context, op: Operation, vector: np.ndarray, now: int) -> bool:
     if entry is None or entry.status is EntryStatus.ARCHIVED:
         log.info("learn.edit.skipped", entry_id=target, reason="missing or archived")
         return False
-    updated = _edited(entry, op, now)
+    moved = _moved(entry.claim, op.claim)
+    why = ("its condition moved: ✓ / ✗ recounted over the counted episodes the new "
+           "condition covers")
     with ctx.semantic.transaction():
+        updated = _edited(entry, op, now)
+        if moved:
+            updated = _recount(ctx, updated, op.claim)
+        recounted = ((updated.validated_count, updated.contradicted_count)
+                     != (entry.validated_count, entry.contradicted_count))
         ctx.semantic.update_entry(updated, vector)
         ctx.semantic.add_curator_delta(
             cycle=curator_cycle_number(ctx), op="edit", entry_id=target,
             before={"content": entry.content,
-                    "claim": entry.claim.to_dict() if entry.claim else None},
+                    "claim": entry.claim.to_dict() if entry.claim else None,
+                    **(_counts(entry) if recounted else {})},
             after={"content": updated.content, "claim": op.claim.to_dict(),
-                   "evidence": op.to_dict()["evidence"]},
+                   "evidence": op.to_dict()["evidence"],
+                   **({**_counts(updated), "why": why} if recounted else {})},
             now=now)
+        for rule in _derived_rules(ctx, target) if moved else ():
+            again = _recount(ctx, rule, op.claim)
+            if again is rule:
+                continue
+            ctx.semantic.update_entry(dataclasses.replace(again, updated_at=now))
+            ctx.semantic.add_curator_delta(
+                cycle=curator_cycle_number(ctx), op="recount", entry_id=rule.id,
+                before=_counts(rule),
+                after={**_counts(again),
+                       "why": f"the insight it was derived from ({target}) moved its "
+                              "condition: " + why[len("its condition moved: "):]},
+                now=now)
     return True
 
 

@@ -19,6 +19,7 @@ from grimoire.clock import MS_PER_DAY, MS_PER_HOUR, FrozenClock
 from grimoire.config import DistillerConfig
 from grimoire.errors import ValidationError
 from grimoire.grimoire import Grimoire
+from grimoire.ids import new_id
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import (
     Category,
@@ -29,7 +30,7 @@ from grimoire.records import (
     episode_from_params,
 )
 from grimoire.stores.semantic.types import EntryFilter
-from tests.learn.learn_support import T0, open_grimoire
+from tests.learn.learn_support import T0, open_grimoire, stored, write
 
 NOW = T0 + 90 * MS_PER_DAY
 
@@ -273,3 +274,55 @@ def test_a_claim_found_again_after_it_was_archived_revives_its_one_entry(g: Grim
     assert again["aliased"] == 1 and again["revived"] == 0
     assert len(semantic.list_entries(EntryFilter(statuses=tuple(EntryStatus)),
                                      limit=None)) == 1
+
+
+def test_an_edit_that_moves_the_condition_recounts_evidence_on_the_new_one(g: Grimoire
+                                                                           ) -> None:
+    """A verdict is evidence on the condition it was judged on (issue 24, many_pairs): ✗
+    counted on 23:00 swaps for "swaps lose 20:00–00:00" are not ✗ of the edited claim
+    "swaps lose 20:00–23:00", whose hours they are not in. The rows stay recorded, so a
+    condition that moves back counts them again, and the rule derived from the entry
+    follows its counts."""
+    day = T0 + 10 * MS_PER_DAY
+    params = [{"type": "action", "text": f"swap {i}", "strategy": "dca", "actions": ["swap"],
+               "outcome": "negative" if i < 6 else "positive",
+               "timestamp": day + (21 if i < 6 else 23) * MS_PER_HOUR + i * 60_000}
+              for i in range(10)]
+    ids = write(g, params)
+    wide = Claim({"action": "swap", "hour_window": [20, 0]}, "outcome:negative_rate",
+                 "higher", 0.6, 0.35, 10, 1e-6, "dca")
+    text = "Avoid swap when the hour is 20:00–00:00 UTC."
+    add = Operation(OpKind.ADD, Category.WARNING, wide, text, parent_episode_ids=tuple(ids),
+                    strategy="dca")
+    assert apply_operations(g.context, [add], [], NOW)["admitted"] == 1
+    semantic = g.context.semantic
+    (entry,) = semantic.list_entries(EntryFilter(categories=(Category.WARNING,)), limit=None)
+    rule = dataclasses.replace(entry, id=new_id(NOW), claim=None, tags=("derived",),
+                               parent_entry_ids=(entry.id,))
+
+    def count() -> None:
+        semantic.insert_entry(rule, np.ones(g.context.embedder.dim, np.float32))
+        for target in (entry.id, rule.id):
+            semantic.record_evidence(target, ids[:6], "confirm", cycle=1, now=NOW)
+            semantic.record_evidence(target, ids[6:], "contradict", cycle=1, now=NOW)
+            semantic.update_entry(dataclasses.replace(
+                stored(g, target), validated_count=6, contradicted_count=4, confidence=0.55))
+    g.context.writer.call(count)
+
+    def edit(window: list[int]) -> None:
+        claim = dataclasses.replace(wide, condition={"action": "swap", "hour_window": window})
+        op = Operation(OpKind.EDIT, Category.WARNING, claim, text, target_entry_id=entry.id,
+                       parent_episode_ids=tuple(ids), strategy="dca")
+        assert apply_operations(g.context, [op], [], NOW)["edited"] == 1
+
+    edit([20, 23])
+    for target in (entry.id, rule.id):
+        narrowed = stored(g, target)
+        assert (narrowed.validated_count, narrowed.contradicted_count) == (6, 0)
+        assert narrowed.confidence == pytest.approx((6 + 5) / (6 + 10))
+    (delta,) = [d for d in semantic.list_curator_deltas(entry_id=entry.id) if d.op == "edit"]
+    assert delta.before["contradicted_count"] == 4 and delta.after["contradicted_count"] == 0
+    edit([20, 0])
+    back = stored(g, entry.id)
+    assert (back.validated_count, back.contradicted_count) == (6, 4)
+    assert len(semantic.list_evidence(entry.id)) == 10  # each episode still counted once
