@@ -436,7 +436,8 @@ def _rank(ctx: Context, run: _Run) -> None:
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
-    run.chosen = mmr_select(evidence, boosted, cfg.mmr_lambda, max(0, run.k - len(served)),
+    balance = cfg.mmr_lambda if run.learned is None else cfg.rerank_mmr_lambda
+    run.chosen = mmr_select(evidence, boosted, balance, max(0, run.k - len(served)),
                             cfg.mmr_duplicate, tiers=picking)
     if run.nothing_relevant:
         run.chosen = []
