@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_recall.py --quick         # one conversation
     .venv/bin/python scripts/bench_recall.py --split check   # the half the fusion was not fit on
     .venv/bin/python scripts/bench_recall.py --part updates  # generated knowledge updates
+    .venv/bin/python scripts/bench_recall.py --part all      # the one table, every goal
 
 The data is read from ``<repo>/../shared/benchmarks/locomo-dev/locomo_dev.json`` (licensed
 for evaluation only: never copied into this repository); the script says so and exits 2
@@ -396,43 +397,183 @@ def locomo(argv: Sequence[str] | None = None) -> int:
         convs = convs[:args.limit]
     if args.pool == "all":
         convs = [merged(every, convs)]
-    scores = Scores()
-    latency: dict[str, list[float]] = defaultdict(list)
-    started = time.perf_counter()
-    asked = 0
-    empty: dict[str, int] = defaultdict(int)
-    for c in convs:
-        info = run_conversation(c, config, scores, latency, args.latency, grid,
-                                haystack=args.haystack, off_topic=args.off_topic,
-                                modes=modes, seed=args.seed)
-        asked += info["off_topic"]
-        for mode, n in info["off_topic_empty"].items():
-            empty[mode] += n
-        print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
-              f"dropped {c.dropped})", flush=True)
+    run = measure(convs, config, modes, latency=args.latency, grid=grid,
+                  haystack=args.haystack, off_topic=args.off_topic, seed=args.seed)
     print(f"\nLoCoMo dev, split={args.split}, pool={args.pool}, haystack={args.haystack}, "
           f"{len(convs)} store(s), {sum(len(c.questions) for c in convs)} questions, "
-          f"{time.perf_counter() - started:.0f} s\n")
-    print(table(scores))
-    for mode, n in empty.items():
-        print(f"{'off-topic':<10} {'empty, ' + mode:<17} {asked:>4} {n / asked:.3f} "
+          f"{run.seconds:.0f} s\n")
+    print(table(run.scores))
+    for mode, n in run.empty.items():
+        print(f"{'off-topic':<10} {'empty, ' + mode:<17} {run.asked:>4} {n / run.asked:.3f} "
               f"(generated, seed {args.seed})")
     if grid is not None:
         best = max(grid, key=lambda key: float(np.mean(
-            [v[1] for vs in scores.rows[key].values() for v in vs])))
+            [v[1] for vs in run.scores.rows[key].values() for v in vs])))
         print(f"\nbest on the fit split (R@10): {best} {grid[best]}")
-    if latency["floor"]:
-        floor = statistics.median(latency["floor"])
-        print(f"\nfloor (embed + dot) p50 {floor:.1f} ms (n = {len(latency['floor'])})")
+    if run.latency["floor"]:
+        floor = run.p50("floor")
+        print(f"\nfloor (embed + dot) p50 {floor:.1f} ms (n = {len(run.latency['floor'])})")
         for mode in modes[:2]:
-            p50 = statistics.median(latency[mode])
+            p50 = run.p50(mode)
             print(f"{mode} p50 {p50:.1f} ms, ratio {p50 / floor:.2f}")
     print(f"embedder {config.embedding.model}, peak RSS {_rss_peak_mib():.0f} MiB")
     return 0
 
 
+@dataclass
+class Run:
+    """One measurement: the rows' scores, the timed calls, the off-topic counts."""
+
+    scores: Scores
+    latency: dict[str, list[float]]
+    asked: int
+    empty: dict[str, int]
+    seconds: float
+
+    def r10(self, row: str, category: int = 0) -> tuple[float, int]:
+        """Mean R@10 of ``row`` (over one category, or every question) and the count."""
+        by_cat = self.scores.rows.get(row, {})
+        values = [v[1] for cat, vs in by_cat.items() for v in vs if not category
+                  or cat == category]
+        return (float(np.mean(values)) if values else float("nan")), len(values)
+
+    def p50(self, name: str) -> float:
+        return statistics.median(self.latency[name]) if self.latency[name] else float("nan")
+
+
+def measure(convs: Sequence[Conversation], config: Config, modes: Sequence[str], *,
+            latency: int = 0, grid: dict[str, dict[str, Any]] | None = None,
+            haystack: int = 0, haystack_times: float = 0.0, off_topic: int = 0,
+            seed: int = 1) -> Run:
+    """Every conversation in its own store; ``haystack_times``: that many simulator
+    episodes per conversation turn (in place of a fixed ``haystack``)."""
+    scores = Scores()
+    timed: dict[str, list[float]] = defaultdict(list)
+    started = time.perf_counter()
+    asked = 0
+    empty: dict[str, int] = defaultdict(int)
+    for c in convs:
+        extra = round(haystack_times * len(c.turns)) if haystack_times else haystack
+        info = run_conversation(c, config, scores, timed, latency, grid, haystack=extra,
+                                off_topic=off_topic, modes=modes, seed=seed)
+        asked += info["off_topic"]
+        for mode, n in info["off_topic_empty"].items():
+            empty[mode] += n
+        print(f"{c.sample_id}: {info} (evidence ids normalised {c.normalised}, "
+              f"dropped {c.dropped})", flush=True)
+    return Run(scores, timed, asked, dict(empty), time.perf_counter() - started)
+
+
+# The one table's goals (issue 26): R@10 and multi-hop R@10 on the check half, p50 against
+# the floor, R@10 lost with every conversation in one store and with a 10x haystack, the
+# share of off-topic queries answered empty and the R@10 the floor costs, the share of
+# knowledge updates ranked above the statement they supersede.
+GOALS = {"r10": 0.80, "multi-hop": 0.50, "p50": 1.5, "pool": 0.03, "haystack": 0.05,
+         "empty": 0.90, "floor loss": 0.01, "update": 0.90}
+
+
+def every_goal(argv: Sequence[str] | None = None) -> int:
+    """``--part all``: every mode, the haystack, off-topic and knowledge-update rows in one
+    table, each beside its goal (the check half; see the module docstring)."""
+    parser = argparse.ArgumentParser(description=every_goal.__doc__)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--split", choices=("all", "fit", "check"), default="check")
+    parser.add_argument("--limit", type=int, default=0, help="first N conversations only")
+    parser.add_argument("--latency", type=int, default=40)
+    parser.add_argument("--off-topic", type=int, default=100, metavar="N")
+    parser.add_argument("--haystack-times", type=float, default=10.0, metavar="X",
+                        help="simulator episodes per conversation turn in the haystack row")
+    parser.add_argument("--seeds", type=int, default=3, help="knowledge-update seeds")
+    parser.add_argument("--people", type=int, default=16, help="knowledge-update people")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="one conversation, 10 timed questions, 30 off-topic queries, "
+                             "a 2x haystack, 1 update seed of 8 people")
+    args = parser.parse_args(argv)
+    if args.quick:
+        apply_quick(parser, args, {"limit": 1, "latency": 10, "off_topic": 30,
+                                   "haystack_times": 2.0, "seeds": 1, "people": 8})
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    path = args.data / FILE
+    if not path.is_file():
+        print(f"bench_recall: the LoCoMo development half is absent: {path} not found",
+              file=sys.stderr)
+        return 2
+    from benches import updates
+    config = Config().replace(**{key: json.loads(value) for key, value in
+                                 (item.split("=", 1) for item in args.set)})
+    started = time.perf_counter()
+    every = load(path)
+    convs = every if args.split == "all" else every[0::2] if args.split == "fit" \
+        else every[1::2]
+    convs = convs[:args.limit] if args.limit else convs
+    pair = ("retrieve", "reranked")
+    base = measure(convs, config, tuple(MODES), latency=args.latency,
+                   off_topic=args.off_topic, seed=args.seed)
+    pool = measure([merged(every, convs)], config, pair)
+    hay = measure(convs, config, pair, haystack_times=args.haystack_times, seed=args.seed)
+    kinds = ("restated", "reworded", "unchanged", "past")
+    upd: dict[str, dict[str, list[float]]] = {m: {k: [] for k in kinds} for m in pair}
+    for mode in pair:
+        for seed in range(args.seeds):
+            for kind, values in updates.run(seed, args.people,
+                                            config.replace(**MODES[mode])).items():
+                upd[mode][kind].extend(values)
+    rows: list[tuple[str, str, int, float, str]] = []  # row, measure, n, value, goal
+
+    def add(row: str, what: str, n: int, value: float, goal: str = "") -> None:
+        rows.append((row, what, n, value, goal))
+
+    for mode in ("bm25", "dense", "rrf", *MODES):
+        r10, n = base.r10(mode)
+        hop, n_hop = base.r10(mode, 1)
+        goal = mode in pair
+        add(mode, "R@10", n, r10, f">= {GOALS['r10']:.2f}" if goal else "")
+        add(mode, "multi-hop R@10", n_hop, hop, f">= {GOALS['multi-hop']:.2f}" if goal else "")
+    for mode, plain in (("rr+floor", "reranked"), ("gate+floor", "retrieve")):
+        add(mode, f"R@10 lost vs {plain}", base.r10(mode)[1],
+            base.r10(plain)[0] - base.r10(mode)[0], f"<= {GOALS['floor loss']:.2f}")
+        if base.asked:
+            add(mode, "off-topic answered empty", base.asked,
+                base.empty.get(mode, 0) / base.asked, f">= {GOALS['empty']:.2f}")
+    floor = base.p50("floor")
+    for mode in pair:
+        add(mode, "p50 / floor", len(base.latency[mode]), base.p50(mode) / floor,
+            f"<= {GOALS['p50']:.1f}")
+    for mode in pair:
+        add(f"{mode}, pool all", "R@10 lost vs each", pool.r10(mode)[1],
+            base.r10(mode)[0] - pool.r10(mode)[0], f"<= {GOALS['pool']:.2f}")
+    for mode in pair:
+        add(f"{mode}, haystack {args.haystack_times:g}x", "R@10 lost vs none",
+            hay.r10(mode)[1], base.r10(mode)[0] - hay.r10(mode)[0],
+            f"<= {GOALS['haystack']:.2f}")
+    for mode in pair:
+        for kind in kinds:
+            values = upd[mode][kind]
+            what = {"unchanged": "unchanged fact at rank 1",
+                    "past": "at: the past above the update"}.get(kind, f"{kind} update above")
+            add(f"{mode}, updates", what, len(values),
+                float(np.mean(values)) if values else float("nan"),
+                f">= {GOALS['update']:.2f}" if kind in ("restated", "reworded") else "")
+    print(f"\nbench_recall --part all: LoCoMo dev split={args.split}, {len(convs)} "
+          f"conversation(s), embedder {config.embedding.model}, seed {args.seed}, "
+          f"{time.perf_counter() - started:.0f} s; floor p50 {floor:.1f} ms\n")
+    print(f"{'row':<22} {'measure':<31} {'n':>5} {'value':>7}  {'goal':<8} met")
+    for row, what, n, value, goal in rows:
+        met = ""
+        if goal:
+            bound = float(goal.split()[1])
+            met = "yes" if (value >= bound if goal.startswith(">=") else value <= bound) \
+                else "MISSED"
+        print(f"{row:<22} {what:<31} {n:>5} {value:>7.3f}  {goal:<8} {met}")
+    print(f"peak RSS {_rss_peak_mib():.0f} MiB")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return dispatch("bench_recall.py", {"locomo": locomo, "updates": "benches.updates"}, argv)
+    return dispatch("bench_recall.py", {"locomo": locomo, "all": every_goal,
+                                          "updates": "benches.updates"}, argv)
 
 
 if __name__ == "__main__":

@@ -414,6 +414,11 @@ class RetrievalConfig:
     rerank_neighbours: int = opt(
         2, "with the reranker on: this many turns each side of a seed in its thread join "
         "the pool (neighbour.episode; 0: none)")
+    rerank_mmr_lambda: float = opt(
+        1.0, "with the reranker ordering: the MMR relevance/diversity balance in place of "
+        "retrieval.mmr_lambda (1: its probability order, near-duplicates still dropped; "
+        "the reranker scores each item on its own evidence, and the turns answering one "
+        "question read alike, so a diversity penalty drops answers)")
     nothing_relevant: bool = opt(
         False, "answer a query nothing in memory matches with no items and "
         "'nothing_relevant': true: with the reranker, when its best probability is under "

@@ -334,6 +334,15 @@ def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
     return {i: fused[i] for i in run.cands if i in fused}
 
 
+def _newer_first(ctx: Context, pooled: Sequence[Candidate], scores: Mapping[str, float],
+                 tiers: Mapping[str, int], factors: Mapping[str, Breakdown],
+                 ) -> tuple[dict[str, float], dict[str, int], dict[str, Breakdown]]:
+    """``supersede`` with the episode sample's IDF: each update lifted above what it updates."""
+    sample = sample_of(ctx, "episode")
+    return supersede(pooled, scores, tiers, factors, terms_of,
+                     lambda t: idf(sample.term_share(t), sample.size))
+
+
 def _learned(ctx: Context, run: _Run, pooled: Sequence[Candidate], walk: bool) -> None:
     """The learned reranker's probabilities (``stages.learned``) and the "nothing relevant"
     verdict. A causal chain walk keeps the gated root-first order (the reranker was not
@@ -384,8 +393,8 @@ def _rank(ctx: Context, run: _Run) -> None:
                                 else req.regime.value, run.weights, req.mood, cfg)
     why = asks_why(req.query)
     # The reranker orders every query but a chain walk (``_learned``): then the replay
-    # multiplier and the newer-facts lift would move scores nobody ranks by (the features
-    # read neither), so they are skipped, and their lines are not in the breakdown.
+    # multiplier would move scores nobody ranks by (the features do not read it), so it is
+    # skipped; the newer-facts lift moves the reranker's probabilities instead.
     orders = not (why or req.event_id is not None) and reranker_of(ctx) is not None
     if not orders:
         _replay(ctx, run.cands, scores, factors, run.t)
@@ -410,23 +419,25 @@ def _rank(ctx: Context, run: _Run) -> None:
                                           factors, chain=chain, why=why or anchored)
     if cfg.region_rank and req.mode == "deciding":
         boosted, run.scores, run.factors = _by_region(ctx, run, boosted, tiers)
-    if cfg.supersede and req.at is None and run.window is None and not orders:
-        # Newer facts first, for questions about the current state (not with ``at`` or a
-        # time window: those ask about the past).
-        sample = sample_of(ctx, "episode")
-        boosted, tiers, run.factors = supersede(
-            pooled, boosted, tiers, run.factors, terms_of,
-            lambda t: idf(sample.term_share(t), sample.size))
+    # Newer facts first, for questions about the current state (not with ``at`` or a time
+    # window: those ask about the past); with the reranker, on its probabilities below.
+    newer = cfg.supersede and req.at is None and run.window is None
+    if newer and not orders:
+        boosted, tiers, run.factors = _newer_first(ctx, pooled, boosted, tiers, run.factors)
         run.scores = gated({i: boosted[i] for i in run.scores}, tiers)
     _learned(ctx, run, pooled, walk)
     picking: dict[str, int] | None = tiers
     if run.learned is not None:  # the reranker orders (and MMR picks by) its probability
-        boosted, picking, run.scores = run.learned, None, dict(run.learned)
+        boosted = run.learned
+        if newer:  # the features cannot tell which of two restatements is the later
+            boosted, _, run.factors = _newer_first(ctx, pooled, boosted, tiers, run.factors)
+        picking, run.scores = None, dict(boosted)
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
-    run.chosen = mmr_select(evidence, boosted, cfg.mmr_lambda, max(0, run.k - len(served)),
+    balance = cfg.mmr_lambda if run.learned is None else cfg.rerank_mmr_lambda
+    run.chosen = mmr_select(evidence, boosted, balance, max(0, run.k - len(served)),
                             cfg.mmr_duplicate, tiers=picking)
     if run.nothing_relevant:
         run.chosen = []

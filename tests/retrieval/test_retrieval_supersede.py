@@ -117,3 +117,15 @@ def test_the_pruned_pair_search_finds_what_every_pair_would() -> None:
     expected = _naive(cands, tiers, weight)
     assert boosted == expected
     assert sum("supersedes" in f for f in factors.values()) > 10  # the test has pairs to find
+
+
+def test_with_the_reranker_ordering_the_update_still_leads(tmp_path: Path) -> None:
+    # The shipped reranker reads the query's words, and the query names the old value: the
+    # lift on its probabilities puts the update first (off, the old statement leads).
+    for on in (True, False):
+        g, named, _ = _store(tmp_path / str(on), **{"retrieval.reranker": "on",
+                                                    "retrieval.supersede": on})
+        with g:
+            ranking = _ask(g)
+            new_first = ranking.index(named["new"]) < ranking.index(named["old"])
+            assert new_first is on

@@ -90,3 +90,18 @@ def test_turns_written_later_extend_the_thread_and_a_forget_resets_it(
         assert named[CHAT[4]] not in threads_of(g.context).turns["chat"]
         assert named[CHAT[3]] in pool  # the turn before the forgotten one is now adjacent
 
+
+
+def test_the_reranker_pool_takes_each_backend_deeper(tmp_path: Path) -> None:
+    # Four turns match the query, each alone in its thread (no neighbour joins): the pool
+    # holds each backend's top retrieval.rerank_candidates, not retrieval.candidates.
+    texts = [f"Eve: the falcon concert number {i} at the lighthouse" for i in range(4)]
+    for depth in (1, 4):
+        with open_grimoire(tmp_path / str(depth), **{
+                **BM25_FIRST, "retrieval.rerank_candidates": depth,
+                "retrieval.rerank_neighbours": 0}) as g:
+            ids = [g.episode_write(text=t, thread=f"t{i}", timestamp=START + i * MINUTE)["id"]
+                   for i, t in enumerate(texts)]
+            pool = _pool(g, QUERY)
+            found = sum(i in pool for i in ids)
+            assert found == 4 if depth == 4 else found < 4  # at 1: one a backend

@@ -177,3 +177,25 @@ def test_nothing_relevant_without_the_reranker_reads_the_shipped_evidence_floors
         assert on["nothing_relevant"] is False
         assert on["items"][0]["content"].startswith("The train")
         assert all("reranker" not in i["factors"] for i in on["items"])
+
+
+def test_with_the_reranker_diversity_does_not_drop_a_second_answer(tmp_path: Path) -> None:
+    # Two statements answer the query and read alike; a third matches it less (the model
+    # gives it a little less). At k = 2 the reranker's order keeps both answers; a
+    # diversity penalty (rerank_mmr_lambda 0.7) swaps the second for the unlike one.
+    model = _write(tmp_path / "m.json", _stump("text_is_question", 2.0, -2.0, 0.5,
+                                               ("idf_coverage", 0.0, 0.3, 0.5)))
+    texts = ["The blue falcon landed near the river at dawn, tired after the storm.",
+             "The blue falcon landed near the river at dusk, tired after the flight.",
+             "A blue falcon landed on the hills."]
+    clock = FrozenClock(START + len(texts) * MINUTE)
+    picked = {}
+    for balance in (1.0, 0.7):
+        with open_grimoire(tmp_path / str(balance), clock, **{
+                "retrieval.reranker": str(model), "retrieval.rerank_mmr_lambda": balance,
+                "retrieval.mmr_duplicate": 0.999}) as g:
+            ids = _store(g, texts)
+            out = g.retrieve(query="blue falcon landed near the river", k=2, mode="browse")
+            picked[balance] = {ids.index(i["id"]) for i in out["items"]}
+    assert picked[1.0] == {0, 1}
+    assert 2 in picked[0.7] and len(picked[0.7] & {0, 1}) == 1
