@@ -248,24 +248,39 @@ def test_a_read_only_session_changes_no_file(tmp_path: Path) -> None:
     assert tree_digest(tmp_path) == before
 
 
-@pytest.mark.parametrize("failing_pass", [0, 1], ids=["rows", "vectors"])
+@pytest.mark.parametrize(("failing_pass", "saved"), [(0, False), (1, False), (0, True)],
+                         ids=["rows", "vectors", "rows-after-saved-index"])
 def test_episode_reader_rereads_when_the_writer_removes_the_version_under_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_pass: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_pass: int,
+        saved: bool) -> None:
     """The writer's compaction (cleanup 0) may delete the files of the version a reader is
-    reading: the read fails inside LanceDB (in the rows' pass or the vectors' pass), and
-    the reader reads both again from the then-latest version."""
+    reading: the read fails inside LanceDB (in the rows' pass or the vectors' pass of a
+    full read, or the read of the rows after a saved index), and the reader reads again
+    from the then-latest version."""
+    import shutil
+
     from grimoire.stores.episodes.lance import LanceEpisodes
+    from grimoire.stores.episodes.sidecar import INDEX_DIR
 
     path = tmp_path / "episodes"
     written = [make_episode() for _ in range(3)]
     with open_episodes(path) as writer:
-        add(writer, *written)
+        add(writer, *written[:1])
+    kept = tmp_path / "index-at-one-row"
+    shutil.copytree(path / INDEX_DIR, kept)
+    with open_episodes(path) as writer:
+        add(writer, *written[1:])
+    shutil.rmtree(path / INDEX_DIR)
+    if saved:  # the index saved before the last two rows: the reader reads the rows after
+        shutil.copytree(kept, path / INDEX_DIR)
     real = LanceEpisodes.__init__
     failures = iter([OSError("Not found: data/…lance (removed by compaction)")])
 
     def init(self: LanceEpisodes, *args: Any, **kwargs: Any) -> None:
         real(self, *args, **kwargs)
-        table, search = self._table, self._table.search
+        assert self._table.schema is not None  # a reader opens its table on first use
+        table = self._table
+        search = table.search
 
         calls = iter(range(1_000))
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,9 @@ from grimoire.stores.episodes.lance import LanceEpisodes
 from grimoire.stores.episodes.schema import episodes_to_arrow
 from grimoire.stores.episodes.text import TextIndex
 
-__all__ = ["Recovery", "load_read_only", "recover"]
+__all__ = ["Recovery", "load_read_only", "recover", "retry_read"]
+
+T = TypeVar("T")
 
 log = get_logger(__name__)
 
@@ -122,9 +125,15 @@ def load_read_only(lance: LanceEpisodes, pending: list[JournalRow], index: Episo
     version (rows, then vectors); if the writer's compaction removed that version's files
     during the read, the whole read is retried on the then-latest version.
     """
+    return retry_read(lambda: _load_read_only(lance, pending, index, text), attempts)
+
+
+def retry_read(read: Callable[[], T], attempts: int = 5) -> T:
+    """``read()``, again on the then-latest version while it raises StoreError (a reader's
+    version whose files the writer's compaction removed under it), ``attempts`` times."""
     for attempt in range(attempts):
         try:
-            return _load_read_only(lance, pending, index, text)
+            return read()
         except StoreError:
             if attempt == attempts - 1:
                 raise

@@ -25,7 +25,7 @@ from grimoire.logs import get_logger
 from grimoire.stores.episodes.index import EpisodeIndex
 from grimoire.stores.episodes.journal import Journal, JournalRow
 from grimoire.stores.episodes.lance import LanceEpisodes
-from grimoire.stores.episodes.recovery import Recovery, load_read_only, recover
+from grimoire.stores.episodes.recovery import Recovery, load_read_only, recover, retry_read
 from grimoire.stores.episodes.schema import episodes_from_arrow, episodes_to_arrow
 from grimoire.stores.episodes.sidecar import Sidecar
 from grimoire.stores.episodes.text import TextIndex
@@ -81,7 +81,10 @@ def resume(lance: LanceEpisodes, journal: Journal | None, pending: list[JournalR
         # LanceDB (a second to import) is not needed to know it.
         version, total, delta = saved_at, int(meta["rows"]), lance.schema.empty_table()
     else:
-        version, total, delta = lance.rows_after(int(meta["max_seq"]))
+        # A reader retries: the writer's compaction may remove its version's files.
+        max_seq = int(meta["max_seq"])
+        version, total, delta = (lance.rows_after(max_seq) if journal is not None
+                                 else retry_read(lambda: lance.rows_after(max_seq)))
     if version < saved_at or int(meta["rows"]) + delta.num_rows != total:
         log.info("episodes.index.stale", saved_rows=meta["rows"], delta=delta.num_rows,
                  table_rows=total, saved_version=meta["lance_version"], version=version)
