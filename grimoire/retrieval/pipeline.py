@@ -334,13 +334,15 @@ def _fuse(cfg: RetrievalConfig, run: _Run) -> dict[str, float]:
     return {i: fused[i] for i in run.cands if i in fused}
 
 
-def _newer_first(ctx: Context, pooled: Sequence[Candidate], scores: Mapping[str, float],
-                 tiers: Mapping[str, int], factors: Mapping[str, Breakdown],
+def _newer_first(ctx: Context, query: str | None, pooled: Sequence[Candidate],
+                 scores: Mapping[str, float], tiers: Mapping[str, int],
+                 factors: Mapping[str, Breakdown],
                  ) -> tuple[dict[str, float], dict[str, int], dict[str, Breakdown]]:
     """``supersede`` with the episode sample's IDF: each update lifted above what it updates."""
     sample = sample_of(ctx, "episode")
     return supersede(pooled, scores, tiers, factors, terms_of,
-                     lambda t: idf(sample.term_share(t), sample.size))
+                     lambda t: idf(sample.term_share(t), sample.size),
+                     terms_of(query) if query else frozenset())
 
 
 def _learned(ctx: Context, run: _Run, pooled: Sequence[Candidate], walk: bool) -> None:
@@ -423,14 +425,16 @@ def _rank(ctx: Context, run: _Run) -> None:
     # window: those ask about the past); with the reranker, on its probabilities below.
     newer = cfg.supersede and req.at is None and run.window is None
     if newer and not orders:
-        boosted, tiers, run.factors = _newer_first(ctx, pooled, boosted, tiers, run.factors)
+        boosted, tiers, run.factors = _newer_first(ctx, req.query, pooled, boosted,
+                                                   tiers, run.factors)
         run.scores = gated({i: boosted[i] for i in run.scores}, tiers)
     _learned(ctx, run, pooled, walk)
     picking: dict[str, int] | None = tiers
     if run.learned is not None:  # the reranker orders (and MMR picks by) its probability
         boosted = run.learned
         if newer:  # the features cannot tell which of two restatements is the later
-            boosted, _, run.factors = _newer_first(ctx, pooled, boosted, tiers, run.factors)
+            boosted, _, run.factors = _newer_first(ctx, req.query, pooled, boosted,
+                                                   tiers, run.factors)
         picking, run.scores = None, dict(boosted)
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.

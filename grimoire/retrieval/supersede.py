@@ -24,6 +24,10 @@ its boosted score the earlier's plus a hair, so the two swap while every other i
 its place; a chain (A, then B, then C) orders C > B > A. Each gets a line in its breakdown
 (``supersedes`` / ``superseded``, the value being the shared share of words).
 
+A query that repeats a statement in full (every word of the earlier one is in the query,
+not every word of the later) asks for that statement, not for the current state: the pair
+is left as relevance ranked it, so an episode whose text the query repeats stays first.
+
 Not caught: an update in other words ("we moved, Lisbon is home now"). Similarity cannot
 tell it here: a stored vector carries the previous turn of its thread, so one speaker's
 statements are each other's nearest whatever they are about (``bench_recall.py --part
@@ -61,6 +65,7 @@ def restates(earlier: frozenset[str], later: frozenset[str],
 def supersede(candidates: Sequence[Candidate], boosted: Mapping[str, float],
               tiers: Mapping[str, int], factors: Mapping[str, Breakdown],
               terms: Callable[[str], frozenset[str]], weight: Callable[[str], float],
+              query: frozenset[str] = frozenset(),
               ) -> tuple[dict[str, float], dict[str, int], dict[str, Breakdown]]:
     """(boosted scores, tiers, breakdowns) with every update lifted above what it updates.
 
@@ -98,6 +103,8 @@ def supersede(candidates: Sequence[Candidate], boosted: Mapping[str, float],
                 both = earlier & later
                 if len(both) == len(earlier) or len(both) == len(later):
                     continue  # nothing substituted: one holds all of the other's words
+                if earlier <= query and not later <= query:
+                    continue  # the query repeats the earlier statement: it asks for it
                 share = sum(weights[t] for t in both) / heavy  # ``restates``, its sums kept
                 if share >= 0.5:
                     _lift(old, new, share, out_scores, out_tiers, out_factors)

@@ -129,3 +129,15 @@ def test_with_the_reranker_ordering_the_update_still_leads(tmp_path: Path) -> No
             ranking = _ask(g)
             new_first = ranking.index(named["new"]) < ranking.index(named["old"])
             assert new_first is on
+
+
+def test_a_query_repeating_the_old_statement_gets_it_first(tmp_path: Path) -> None:
+    # Issue 24: an episode whose text the query repeats ranks first; the lift is for
+    # questions about the current state, which do not repeat one statement in full.
+    g, named, _ = _store(tmp_path)
+    with g:
+        ranking = ids(g.retrieve(query=OLD, kinds=["episode"], k=5, mode="browse"))
+        assert ranking[0] == named["old"]
+        assert ranking[1] == named["new"]
+        ranking = ids(g.retrieve(query=NEW, kinds=["episode"], k=5, mode="browse"))
+        assert ranking[0] == named["new"]
