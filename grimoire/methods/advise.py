@@ -48,6 +48,7 @@ SITUATION_FIELDS = ("tool", "actions", "token_pair", "chain", "regime", "strateg
                     "timestamp")
 DEFAULT_CATEGORIES = (Category.WARNING, Category.HEURISTIC)
 MAX_LIMIT = 100
+_RULES_KEY = "advise.rules"  # ctx.extras: the active rules under the read mark they were read at
 
 
 def parse_situation(value: object, field: str = "situation") -> Situation:
@@ -126,20 +127,40 @@ def _applied(rule: GrimoireEntry, parent: GrimoireEntry | None, found: Match, no
                        size, confidence * size, derived_from(rule))
 
 
+def _active_rules(ctx: Context, categories: tuple[Category, ...]
+                  ) -> tuple[list[GrimoireEntry], dict[str, GrimoireEntry | None]]:
+    """The active rules of ``categories`` and the insights the derived ones stand on.
+
+    Kept in ``ctx.extras`` under the semantic store's read mark, so the agent's calls
+    between two commits decode the rows once (an agent asks thousands of times a day; the
+    rules change at a curator cycle or an outcome): the mark moves with every commit, so a
+    kept list is never older than what a read would return."""
+    mark = ctx.semantic.read_mark()
+    held = ctx.extras.get(_RULES_KEY)
+    if mark is not None and held is not None and held[0] == (mark, categories):
+        return held[1], held[2]
+    rules = ctx.semantic.list_entries(
+        EntryFilter(statuses=(EntryStatus.ACTIVE,), categories=categories), limit=None)
+    parents: dict[str, GrimoireEntry | None] = {}
+    for rule in rules:
+        parent_id = derived_from(rule) if rule.claim is None else None
+        if parent_id is not None and parent_id not in parents:
+            parents[parent_id] = ctx.semantic.get_entry(parent_id)
+    if mark is not None:
+        ctx.extras[_RULES_KEY] = ((mark, categories), rules, parents)
+    return rules, parents
+
+
 def applicable_rules(ctx: Context, situation: Situation,
                      categories: Sequence[Category] = DEFAULT_CATEGORIES, *,
                      limit: int = 10, may_apply: bool = True) -> list[AppliedRule]:
     """The active rules of ``categories`` that apply (or may apply) to ``situation``, in
     the module's order, at most ``limit``."""
-    rules = ctx.semantic.list_entries(
-        EntryFilter(statuses=(EntryStatus.ACTIVE,), categories=tuple(categories)), limit=None)
+    rules, parents = _active_rules(ctx, tuple(categories))
     now = situation.episode.timestamp if "timestamp" in situation.given else store_time(ctx)
-    parents: dict[str, GrimoireEntry | None] = {}
     found: list[AppliedRule] = []
     for rule in rules:
         parent_id = derived_from(rule) if rule.claim is None else None
-        if parent_id is not None and parent_id not in parents:
-            parents[parent_id] = ctx.semantic.get_entry(parent_id)
         parent = parents.get(parent_id) if parent_id is not None else None
         match = match_rule(situation, rule, parent)
         if match is None or (match.match != APPLIES and not may_apply):

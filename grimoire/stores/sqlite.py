@@ -31,6 +31,7 @@ remove both files on close: the directory is left as it was found.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +58,9 @@ _BEST_PRACTICE = (
     apsw.bestpractice.connection_optimize,
     apsw.bestpractice.connection_recursive_triggers,
 )
+
+
+_READERS = itertools.count(1)  # a serial per reader connection, for ``read_mark``
 
 
 def connect(
@@ -220,6 +224,18 @@ class Connections:
         """True when the calling thread is inside ``transaction()``."""
         return self._owner == threading.get_ident()
 
+    def read_mark(self) -> tuple[int, int] | None:
+        """A token that changes whenever what ``read()`` shows may have changed: (the calling
+        thread's reader, its ``PRAGMA data_version``, which moves with every commit of
+        another connection, the writer's included). A caller may keep what it read under
+        the token and reuse it while the token is unchanged. None inside a transaction (the
+        writer's own uncommitted writes move no counter): read afresh then."""
+        if self.in_transaction():
+            return None
+        conn = self.read()
+        version = conn.execute("PRAGMA data_version").get
+        return int(self._local.serial), int(version)
+
     def read(self) -> apsw.Connection:
         """The connection the calling thread should read through."""
         self._check_open()
@@ -235,6 +251,7 @@ class Connections:
                     self._check_open()
                 self._readers.append(conn)
             self._local.conn = conn
+            self._local.serial = next(_READERS)
         return conn
 
     @contextmanager

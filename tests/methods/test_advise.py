@@ -152,3 +152,21 @@ def test_without_a_time_confidence_is_read_at_the_data_time_as_entry_get_shows_i
     shown = dispatch(g, "entry.get", {"id": first["id"]})["effective_confidence"]
     assert first["confidence"] == pytest.approx(shown, abs=1e-3)
     assert first["confidence"] > 0.5  # 30 days on the clock would have decayed it below
+
+
+def test_a_rule_changed_between_two_calls_is_seen_at_the_second(
+        g: Grimoire, rules: Rules, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The active rules are kept between calls under the store's read mark: every commit
+    # (here an archive, then the rule's new confidence) must show at the next call.
+    semantic = g.context.semantic
+    reads: list[int] = []
+    real = semantic.list_entries
+    monkeypatch.setattr(semantic, "list_entries",
+                        lambda *a, **k: reads.append(1) or real(*a, **k))
+    first = g.rules_applicable(situation=SWAP_HIGH_VOL)
+    assert g.rules_applicable(situation=SWAP_HIGH_VOL) == first
+    assert len(reads) == 1  # nothing committed in between: the rows were decoded once
+    semantic.archive(rules.swap_warning)
+    ids = {r["id"] for r in g.rules_applicable(situation=SWAP_HIGH_VOL)["rules"]}
+    assert rules.swap_warning not in ids and rules.slippage_warning in ids
+    assert len(reads) == 2

@@ -263,6 +263,12 @@ class SemanticStore(SemanticBase):
         with store_errors("get_entry"):
             return entries.get_by_id(self._db.read(), entry_id)
 
+    def read_mark(self) -> tuple[int, int] | None:
+        """A token that changes whenever a commit may have changed what this thread reads
+        (``sqlite.Connections.read_mark``); None inside a write transaction."""
+        with store_errors("read_mark"):
+            return self._db.read_mark()
+
     def short_ids(self, ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
         """Each id's shortest prefix of at least ``min_chars`` unique among every entry in
         the store (whatever its status): what a table may print and ``entry.get`` /

@@ -153,3 +153,25 @@ def test_each_reader_thread_gets_its_own_read_only_connection(tmp_path: Path) ->
     with pytest.raises(StoreError, match="closed"):
         db.read()
     db.close()  # idempotent
+
+
+def test_read_mark_moves_with_every_commit_and_is_none_inside_a_transaction(
+        tmp_path: Path) -> None:
+    db = Connections(tmp_path / "a.sqlite")
+    try:
+        with db.transaction() as conn:
+            conn.execute("CREATE TABLE t (x INTEGER)")
+        first = db.read_mark()
+        assert first is not None and db.read_mark() == first  # nothing committed since
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+            assert db.read_mark() is None  # the writer's own uncommitted rows: read afresh
+        second = db.read_mark()
+        assert second is not None and second != first
+        marks: list[tuple[int, int] | None] = []
+        reader = threading.Thread(target=lambda: marks.append(db.read_mark()))
+        reader.start()
+        reader.join()
+        assert marks[0] is not None and marks[0][0] != second[0]  # another thread's reader
+    finally:
+        db.close()
