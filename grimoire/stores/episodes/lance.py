@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from grimoire.errors import StoreError
 from grimoire.stores.episodes.schema import ADDED_FIELDS, V2_FIELDS, check_identity, row_schema
+from grimoire.stores.fsync import fsync_path
 
 __all__ = ["TABLE_DIR", "TABLE_NAME", "LanceEpisodes"]
 
@@ -55,14 +56,6 @@ _KEEP_ALL = timedelta(days=365 * 100)
 VECTOR_BATCH_ROWS = 8192
 # What lancedb 0.40 raises (Rust errors surface as these) and pyarrow's own errors.
 _LANCE_ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LanceEpisodes:
@@ -101,7 +94,7 @@ class LanceEpisodes:
         # Everything present now may be unsynced (a crash before close): sync it once.
         self.sync()
         try:
-            _fsync_path(str(directory))
+            fsync_path(str(directory))
         except OSError as exc:
             raise StoreError(f"cannot fsync {directory}: {exc}") from exc
 
@@ -213,11 +206,11 @@ class LanceEpisodes:
                     key = (st.st_ino, st.st_size, st.st_mtime_ns)
                     seen[path] = key
                     if self._synced.get(path) != key:
-                        _fsync_path(path)
+                        fsync_path(path)
                         synced += 1
                         dirty_dirs.add(dirpath)
             for path in dirty_dirs | ({str(self.root)} if dirty_dirs else set()):
-                _fsync_path(path)
+                fsync_path(path)
         except OSError as exc:
             raise StoreError(f"cannot fsync the episode table: {exc}") from exc
         self._synced = seen

@@ -62,6 +62,7 @@ from grimoire.stores.episodes.index import (
 )
 from grimoire.stores.episodes.quantized import QuantizedRows
 from grimoire.stores.episodes.text import TextIndex, TextSnapshot
+from grimoire.stores.fsync import fsync_path
 
 __all__ = ["INDEX_DIR", "Sidecar", "read_rows"]
 
@@ -69,14 +70,6 @@ log = get_logger(__name__)
 INDEX_DIR = "episodes.index"
 META = "meta.json"
 FORMAT = 1
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Sidecar:
@@ -141,7 +134,7 @@ class Sidecar:
                 break
         for name in ARRAYS:
             self._maps[name].flush()
-            _fsync(self._path(name))
+            fsync_path(self._path(name))
         chunks = list(snap.chunks)
         files: dict[tuple[int, int], str] = {}
         for i, (chunk, start) in enumerate(zip(snap.chunks, snap.chunk_starts, strict=True)):
@@ -154,13 +147,13 @@ class Sidecar:
                 path = self.root / name
                 with ipc.new_file(str(path), chunk.schema) as writer:
                     writer.write_table(chunk)
-                _fsync(path)
+                fsync_path(path)
                 chunks[i] = _mapped(path)
             files[key] = name
         index.replace_chunks(tuple(chunks))
         lookup_name = f"{self.gen}.lookup-{rows}.npy"
         np.save(self.root / lookup_name, _lookup_rows(index, rows), allow_pickle=False)
-        _fsync(self.root / lookup_name)
+        fsync_path(self.root / lookup_name)
         text_files = None if text is None else self._save_text(text, rows)
         meta = {
             "text": text_files,
@@ -172,9 +165,9 @@ class Sidecar:
         }
         tmp = self.root / f"{META}.tmp"
         tmp.write_text(json.dumps(meta))
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, self.root / META)
-        _fsync(self.root)
+        fsync_path(self.root)
         self._chunk_files = files
         self.saved_rows = rows
         self._remove_unnamed(meta)
@@ -212,7 +205,7 @@ class Sidecar:
             np.save(self.root / files[key], array, allow_pickle=False)
         (self.root / files["vocab"]).write_text(json.dumps(vocab))
         for name in files.values():
-            _fsync(self.root / name)
+            fsync_path(self.root / name)
         return files
 
     def load_text(self, meta: dict[str, Any]) -> TextIndex | None:

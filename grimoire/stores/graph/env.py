@@ -39,6 +39,7 @@ import lmdb
 from grimoire.clock import Clock
 from grimoire.errors import NotAvailableError, SchemaVersionError, StoreError, ValidationError
 from grimoire.logs import get_logger
+from grimoire.stores.fsync import fsync_path
 from grimoire.stores.graph.codec import read_u64
 
 __all__ = ["DEFAULT_MAP_SIZE", "DEFAULT_MAX_MAP_SIZE", "SCHEMA_VERSION", "GraphEnv"]
@@ -289,7 +290,7 @@ class GraphEnv:
                     out.close()
                 self._env.close()
                 os.replace(fresh / "data.mdb", self.path / "data.mdb")
-                _fsync_dir(self.path)
+                fsync_path(self.path)
                 self._env = lmdb.open(str(self.path), map_size=self.map_size,
                                       max_dbs=len(_DB_FLAGS) + 8, lock=True, subdir=True,
                                       readahead=False, mode=0o600)
@@ -331,14 +332,6 @@ class GraphEnv:
                 raise StoreError(f"graph store {self.path}: cannot grow map: {exc}") from exc
             self.map_size = new
         log.info("graph.map.grow", path=str(self.path), old=seen, new=new)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _prepare(env: Any, root: Path) -> dict[str, Any]:

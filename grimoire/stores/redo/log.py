@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grimoire.errors import StoreError
+from grimoire.stores.fsync import fsync_path
 from grimoire.stores.redo.match import Needles
 
 __all__ = ["FORGET", "Redactor", "RedoLog", "decode", "encode", "read_records"]
@@ -216,14 +217,6 @@ def _open_rw(path: Path) -> Any:
     return os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class RedoLog:
     """The writer's handle on one log file (see the module doc). Thread-safe."""
 
@@ -247,7 +240,7 @@ class RedoLog:
             if header is None:
                 self._file.write(_frame([0, self.header]))
                 self._sync()
-                _fsync_dir(path.parent)
+                fsync_path(path.parent)
         except OSError as exc:
             raise StoreError(f"cannot open redo log {path}: {exc}") from exc
         self._undo_at: int | None = None
@@ -301,7 +294,7 @@ class RedoLog:
                 return
             self._file.close()
             os.replace(fresh, self.path)
-            _fsync_dir(self.path.parent)
+            fsync_path(self.path.parent)
             self._file = _open_rw(self.path)
             self._file.seek(0, os.SEEK_END)
         except OSError as exc:
