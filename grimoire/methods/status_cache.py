@@ -95,18 +95,9 @@ def fingerprint(episodes_dir: Path) -> str | None:
 def _disk(episodes_dir: Path) -> dict[str, int]:
     """Data files, versions and bytes of the table, and the journal's bytes, from the files."""
     from grimoire.stores.episodes.journal import JOURNAL_FILE
-    from grimoire.stores.episodes.lance import TABLE_DIR
+    from grimoire.stores.episodes.lance import TABLE_DIR, table_files
 
-    data_files = versions = size = 0
-    for dirpath, _dirs, names in os.walk(episodes_dir / TABLE_DIR):
-        kind = os.path.basename(dirpath)
-        for name in names:
-            try:
-                size += os.stat(os.path.join(dirpath, name)).st_size
-            except FileNotFoundError:
-                continue
-            data_files += kind == "data"
-            versions += kind == "_versions" and name.endswith(".manifest")
+    data_files, versions, size = table_files(episodes_dir / TABLE_DIR)
     journal = sum(p.stat().st_size for p in (episodes_dir / f"{JOURNAL_FILE}{suffix}"
                                              for suffix in ("", "-wal", "-shm")) if p.exists())
     return {"data_files": data_files, "versions": versions, "lance_bytes": size,

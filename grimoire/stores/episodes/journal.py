@@ -143,24 +143,29 @@ def read_journal(path: Path, *, model_id: str, dim: int) -> list[JournalRow]:
     return _decode(found, dim)
 
 
+def _query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """``sql``'s rows from the journal at ``path``, through a connection that cannot write
+    (``sqlite.reader_mode``), beside the writer's; apsw errors propagate."""
+    readonly = reader_mode(path) == "readonly"
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    db = apsw.Connection(str(path), flags=flags)
+    try:
+        if not readonly:
+            db.execute("PRAGMA query_only=1")
+        db.setbusytimeout(5000)
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
 def read_newest(path: Path) -> int | None:
     """The newest episode timestamp the journal at ``path`` recorded, None when the store
     holds no episode, ``NEWEST_UNKNOWN`` when it cannot say (no journal, or one written
     before it kept the figure: the caller opens the store instead). Writes nothing."""
     if not path.is_file():
         return NEWEST_UNKNOWN
-    readonly = reader_mode(path) == "readonly"
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     try:
-        db = apsw.Connection(str(path), flags=flags)
-        try:
-            if not readonly:
-                db.execute("PRAGMA query_only=1")
-            db.setbusytimeout(5000)
-            found = db.execute("SELECT value FROM meta WHERE key = ?", (NEWEST_KEY,)
-                               ).fetchall()
-        finally:
-            db.close()
+        found = _query(path, "SELECT value FROM meta WHERE key = ?", (NEWEST_KEY,))
     except apsw.SQLError:  # no meta table yet: a journal created, not initialised
         return NEWEST_UNKNOWN
     except apsw.Error as exc:
@@ -177,18 +182,8 @@ def read_pending(path: Path) -> tuple[int, int] | None:
     without writing); None when there is no journal or it cannot be read."""
     if not path.is_file():
         return None
-    readonly = reader_mode(path) == "readonly"
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     try:
-        db = apsw.Connection(str(path), flags=flags)
-        try:
-            if not readonly:
-                db.execute("PRAGMA query_only=1")
-            db.setbusytimeout(5000)
-            rows, top = db.execute("SELECT count(*), coalesce(max(seq), -1) FROM journal"
-                                   ).fetchall()[0]
-        finally:
-            db.close()
+        rows, top = _query(path, "SELECT count(*), coalesce(max(seq), -1) FROM journal")[0]
     except apsw.Error:
         return None
     return int(str(rows)), int(str(top))

@@ -46,7 +46,7 @@ from grimoire.errors import StoreError
 from grimoire.stores.episodes.schema import ADDED_FIELDS, V2_FIELDS, check_identity, row_schema
 from grimoire.stores.fsync import fsync_path
 
-__all__ = ["TABLE_DIR", "TABLE_NAME", "LanceEpisodes"]
+__all__ = ["TABLE_DIR", "TABLE_NAME", "LanceEpisodes", "table_files"]
 
 TABLE_NAME = "episodes"
 TABLE_DIR = f"{TABLE_NAME}.lance"
@@ -56,6 +56,22 @@ _KEEP_ALL = timedelta(days=365 * 100)
 VECTOR_BATCH_ROWS = 8192
 # What lancedb 0.40 raises (Rust errors surface as these) and pyarrow's own errors.
 _LANCE_ERRORS = (OSError, ValueError, RuntimeError, pa.ArrowException)
+
+
+def table_files(root: Path) -> tuple[int, int, int]:
+    """(data files, versions, bytes) of the LanceDB table at ``root``, read from its files
+    (a file removed during the walk, by a concurrent cleanup, is skipped)."""
+    data_files = versions = size = 0
+    for dirpath, _dirnames, filenames in os.walk(root):
+        kind = os.path.basename(dirpath)
+        for name in filenames:
+            try:
+                size += os.stat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                continue
+            data_files += kind == "data"
+            versions += kind == "_versions" and name.endswith(".manifest")
+    return data_files, versions, size
 
 
 class LanceEpisodes:
@@ -353,16 +369,7 @@ class LanceEpisodes:
 
     def file_stats(self) -> dict[str, int]:
         """Fragments (LanceDB), data files, versions (manifests) and bytes on disk."""
-        data_files = versions = size = 0
-        for dirpath, _dirnames, filenames in os.walk(self.root):
-            kind = os.path.basename(dirpath)
-            for name in filenames:
-                try:
-                    size += os.stat(os.path.join(dirpath, name)).st_size
-                except FileNotFoundError:
-                    continue
-                data_files += kind == "data"
-                versions += kind == "_versions" and name.endswith(".manifest")
+        data_files, versions, size = table_files(self.root)
         if self._table is None:
             return {"fragments": 0, "data_files": 0, "versions": 0, "bytes": 0}
         try:
