@@ -8,7 +8,8 @@ backup. Each store keeps them twice:
 - the semantic store (SQLite): ``redo/semantic.log``, the write statements of each
   committed transaction (``statements``);
 - the graph (LMDB): ``redo/graph.log``, the puts and deletes of each committed write
-  (``lmdbops``).
+  (``lmdbops``); what both recorders share (sequence, pruning, the forget marker) is
+  ``recorder``.
 
 A record is appended and fdatasync'd before its transaction commits (a failed commit
 takes it back; one the process died before is dropped at the next open), and each store

@@ -23,6 +23,7 @@ import lmdb
 from grimoire.errors import StoreError
 from grimoire.stores.graph.codec import read_u64
 from grimoire.stores.redo.log import FORGET, RedoLog
+from grimoire.stores.redo.recorder import Recorder
 
 __all__ = ["LmdbRedo", "replay"]
 
@@ -62,22 +63,16 @@ class _Recording:
         return getattr(self._txn, name)
 
 
-class LmdbRedo:
+class LmdbRedo(Recorder):
     """See the module doc. Used by ``GraphEnv.write`` under its writer lock."""
 
     def __init__(self, env: Any, log: RedoLog,
                  covered: Callable[[], int | None] = lambda: None) -> None:
         self._env = env
-        self.log = log
-        self._covered = covered
         with env.txn() as txn:
             mark = read_u64(txn.get(MARK_KEY, db=env.db["meta"]))
-        if log.last_seq > mark:
-            log.drop_after(mark)
-        self._next = max(mark, log.last_seq) + 1
+        super().__init__(log, mark, covered)
         self._ops: list[Any] = []
-        self._pruned = 0
-        self.forgetting = False  # set around a forget's erase (``Redo.forgetting``)
 
     def recording(self, txn: Any) -> _Recording:
         self._ops = []
@@ -88,28 +83,14 @@ class LmdbRedo:
         """Mark the write and append its record (None if it changed nothing); first drops
         the records a backup covers (``covered()``) if there are new ones."""
         ops, self._ops = self._ops, []
-        covered = self._covered()
-        if covered is not None and covered > self._pruned:
-            self.log.prune(covered)
-            self._pruned = covered
-        if not ops:
-            return None
-        if self.forgetting:
-            ops = [[FORGET, ""], *ops]
-        seq = self._next
-        txn.put(MARK_KEY, seq.to_bytes(8, "big"), db=self._env.db["meta"])
-        self.log.append(seq, ops)
-        self._next = seq + 1
-        return seq
+        meta = self._env.db["meta"]
+        return self._record(ops, lambda seq: txn.put(MARK_KEY, seq.to_bytes(8, "big"),
+                                                     db=meta))
 
     def abort(self, seq: int | None) -> None:
+        """The transaction rolled back: stop recording, take back its record if appended."""
         self._ops = []
-        if seq is not None:
-            self.log.undo(seq)
-            self._next = seq
-
-    def close(self) -> None:
-        self.log.close()
+        self._take_back(seq)
 
 
 def replay(path: Path, records: list[tuple[int, list[Any]]]) -> dict[str, Any]:

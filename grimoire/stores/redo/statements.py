@@ -26,6 +26,7 @@ import apsw
 
 from grimoire.errors import StoreError
 from grimoire.stores.redo.log import FORGET, RedoLog
+from grimoire.stores.redo.recorder import Recorder
 from grimoire.stores.sqlite import connect, store_errors
 
 __all__ = ["StatementRedo", "read_mark", "replay"]
@@ -53,23 +54,17 @@ def _bindings(bindings: Any) -> Any:
     return list(bindings)
 
 
-class StatementRedo:
+class StatementRedo(Recorder):
     """See the module doc. Used by ``Connections.transaction()`` under its lock."""
 
     def __init__(self, writer: apsw.Connection, log: RedoLog,
                  covered: Callable[[], int | None] = lambda: None) -> None:
         self._conn = writer
-        self.log = log
-        self._covered = covered
         self._ops: list[Any] | None = None
         with store_errors("redo mark"):
             writer.execute(_MARK_DDL)
             mark = read_mark(writer)
-        if log.last_seq > mark:
-            log.drop_after(mark)
-        self._next = max(mark, log.last_seq) + 1
-        self._pruned = 0
-        self.forgetting = False  # set around a forget's erase (``Redo.forgetting``)
+        super().__init__(log, mark, covered)
         writer.exec_trace = self._trace
 
     def _trace(self, cursor: Any, sql: str, bindings: Any) -> bool:
@@ -91,29 +86,12 @@ class StatementRedo:
         """Mark the transaction and append its record (None if it wrote nothing); first
         drops the records a backup covers (``covered()``: its mark) if there are new ones."""
         ops, self._ops = self._ops, None
-        covered = self._covered()
-        if covered is not None and covered > self._pruned:
-            self.log.prune(covered)
-            self._pruned = covered
-        if not ops:
-            return None
-        if self.forgetting:
-            ops = [[FORGET, ""], *ops]
-        seq = self._next
-        self._conn.execute(_SET_MARK, (seq,))
-        self.log.append(seq, ops)
-        self._next = seq + 1
-        return seq
+        return self._record(ops, lambda seq: self._conn.execute(_SET_MARK, (seq,)))
 
     def abort(self, seq: int | None) -> None:
         """The transaction rolled back: stop recording, take back its record if appended."""
         self._ops = None
-        if seq is not None:
-            self.log.undo(seq)
-            self._next = seq
-
-    def close(self) -> None:
-        self.log.close()
+        self._take_back(seq)
 
 
 def replay(path: Path, records: list[tuple[int, list[Any]]]) -> dict[str, Any]:
