@@ -152,12 +152,12 @@ def ancestors(ctx: Context, req: RetrieveRequest, start: str, cands: dict[str, C
 
     From an observation retrieval picked itself (no ``event_id``), its auto-linked causes
     are not followed (``_IMPLICIT_OBSERVATION_KINDS``)."""
-    kinds = BOOST_KINDS
+    edges = BOOST_KINDS  # edge kinds to walk; ``kinds`` are the item kinds asked for
     if req.event_id is None:
         picked = episode_by_id(ctx, start)
         if picked is not None and picked.type is EpisodeType.OBSERVATION:
-            kinds = _IMPLICIT_OBSERVATION_KINDS
-    found = _walk(ctx, start, req.at, kinds)
+            edges = _IMPLICIT_OBSERVATION_KINDS
+    found = _walk(ctx, start, req.at, edges)
     if not found:
         return []
     pool = Pool()
