@@ -16,7 +16,9 @@ as written. An action that carries a regime keeps its own.
 
 Owns: ``placed`` (pure: episodes and the labelled ones around them in, episodes out) and
 ``with_market_regimes`` (reads the labelled episodes of the same span from the episode
-store when some action lacks a regime).
+store when some action lacks a regime, and keeps each action's placement in memory). A
+label delivered late (backfilled with an earlier timestamp) does not move an action
+already placed.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from collections.abc import Sequence
 from grimoire.context import Context
 from grimoire.records import Episode, EpisodeType, Regime
 
-__all__ = ["placed", "unplaced", "with_market_regimes"]
+__all__ = ["PLACED_KEY", "placed", "unplaced", "with_market_regimes"]
 
 _MARKET_RECORD = (EpisodeType.OBSERVATION, EpisodeType.REGIME_SHIFT)  # where labels are read
 _MAX_LABELS = 20_000  # labelled episodes read for one placement, at most (the newest)
+_MAX_KEPT = 200_000  # placements kept; past it the memo starts again
+#: ctx.extras: {action episode id: the regime it was placed in}
+PLACED_KEY = "market_regimes"
 
 
 def unplaced(episodes: Sequence[Episode]) -> list[Episode]:
@@ -64,15 +69,34 @@ def placed(episodes: Sequence[Episode], labelled: Sequence[Episode], max_gap_ms:
 
 
 def with_market_regimes(ctx: Context, episodes: Sequence[Episode]) -> list[Episode]:
-    """``placed(episodes, ...)`` with the labelled episodes of the episodes' own span (and
-    ``distiller.regime_context_ms`` before it) read from the episode store; no read when
-    every action carries a regime."""
+    """``placed(episodes, ...)`` with the labelled episodes of the span of the actions to
+    place (and ``distiller.regime_context_ms`` before it) read from the episode store.
+
+    An action's placement is kept (``ctx.extras[PLACED_KEY]``, by episode id): the learner
+    and the curator read the same actions run after run, and only the ones not placed yet
+    are read around (a run's ten new actions, not the weeks its window spans). An action
+    no label placed is tried again on the next read (its moment's observation may arrive
+    later). No read at all when every action carries a regime."""
     gap = int(ctx.config.distiller.regime_context_ms)
     missing = unplaced(episodes)
     if gap <= 0 or not missing:
         return list(episodes)
-    first = min(e.timestamp for e in missing)
-    last = max(e.timestamp for e in missing)
-    around = ctx.episodes.recent(_MAX_LABELS, since=first - gap, until=last + 1,
-                                 types=_MARKET_RECORD)
-    return placed(episodes, around, gap)
+    with ctx.state_lock:
+        kept: dict[str, Regime] = ctx.extras.setdefault(PLACED_KEY, {})
+        found = {e.id: kept[e.id] for e in missing if e.id in kept}
+    todo = [e for e in missing if e.id not in found]
+    if todo:
+        first = min(e.timestamp for e in todo)
+        last = max(e.timestamp for e in todo)
+        around = ctx.episodes.recent(_MAX_LABELS, since=first - gap, until=last + 1,
+                                     types=_MARKET_RECORD)
+        new = {e.id: e.regime for e in placed(todo, [*around, *episodes], gap)
+               if e.regime is not None}
+        found.update(new)
+        with ctx.state_lock:
+            if len(kept) + len(new) > _MAX_KEPT:
+                kept.clear()
+            kept.update(new)
+    return [dataclasses.replace(e, regime=found[e.id])
+            if e.type is EpisodeType.ACTION and e.regime is None and e.id in found else e
+            for e in episodes]

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from curator.claims.regimes import placed
-from curator.learn.hook import distill
+from curator.claims.regimes import placed, with_market_regimes
+from curator.learn.hook import distill, strategy_window
 from grimoire.clock import MS_PER_DAY, FrozenClock
 from grimoire.models.embedders import HashEmbedder
 from grimoire.records import Episode, EpisodeType, Regime
@@ -78,3 +79,40 @@ def test_a_regime_effect_on_unlabelled_actions_is_learned_from_the_observations(
                and ((c.target == "outcome:negative_rate") == (c.direction == "higher"))
                for c in found), found
     assert _regime_claims(tmp_path / "bare", hash_embedder, 0) == []
+
+
+def test_an_action_is_placed_once_then_only_new_actions_are_read_around(
+        tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner reads the same window run after run: the labels around an action are
+    read from the store the first time only; a new action reads around itself alone."""
+    g = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder)
+    try:
+        write(g, _stream(4))
+        ctx = g.context
+        window = strategy_window(ctx, "lp", 10_000)
+        first = with_market_regimes(ctx, window)
+        assert all(e.regime is not None for e in first)
+        reads: list[dict[str, Any]] = []
+        recent = ctx.episodes.recent
+
+        def spy(n: int, **kwargs: Any) -> list[Episode]:
+            reads.append(kwargs)
+            return recent(n, **kwargs)
+
+        monkeypatch.setattr(ctx.episodes, "recent", spy)
+        assert [e.regime for e in with_market_regimes(ctx, window)] == \
+            [e.regime for e in first]
+        assert reads == []
+        late = T0 + 2 * MS_PER_DAY + 5 * MINUTE
+        write(g, [{"type": "observation", "text": "market late", "timestamp": late,
+                   "regime": "bull"},
+                  {"type": "action", "text": "rebalance late", "timestamp": late,
+                   "strategy": "lp", "actions": ["rebalance"], "outcome": "positive"}])
+        monkeypatch.setattr(ctx.episodes, "recent", recent)
+        window = strategy_window(ctx, "lp", 10_000)
+        monkeypatch.setattr(ctx.episodes, "recent", spy)
+        placed_now = with_market_regimes(ctx, window)
+        assert placed_now[-1].regime is Regime.BULL
+        assert len(reads) == 1 and reads[0]["since"] == late - 3_600_000
+    finally:
+        g.close()
