@@ -540,7 +540,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "halves the wall time; the distillation timings then share the cores)")
     parser.add_argument("--quick", action="store_true",
                         help="one run: the default scenario, seed 1, 1,200 ticks")
+    parser.add_argument("--bounds", type=int, nargs="?", const=150, default=None,
+                        metavar="F", help="no runs: print what bounds each planted "
+                        "regularity's first line (the oracle on the agent's regime labels, "
+                        "at alpha and at alpha / F; an hour window's second day)")
     args = parser.parse_args(argv)
+    if args.bounds is not None:
+        from benches.oracle_bounds import print_bounds
+        print_bounds(args.scenarios, args.seeds, {s: args.ticks or horizon(s)
+                                                  for s in args.scenarios},
+                     args.curator_every, args.bounds)
+        return
     if args.quick:
         apply_quick(parser, args, {"scenarios": ["default"], "seeds": [1], "ticks": 1_200})
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

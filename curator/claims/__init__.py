@@ -3,7 +3,8 @@
 ``window``: the episodes as columns and where a claim's condition holds; ``judge``:
 the verdict rule for metric and outcome-rate claims, and reversals; ``causal``: the
 verdict on event links; ``change_points``: where a reversal shows the world changed
-under a claim, and the window learners use after it. The names below are the package's
+under a claim, and the window learners use after it; ``regimes``: the regime an action
+written without one is read in (its moment's observations). The names below are the package's
 public surface.
 """
 

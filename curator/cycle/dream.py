@@ -41,6 +41,7 @@ import numpy as np
 
 from curator.claims import NEGATIVE_RATE, POSITIVE_RATE, EpisodeWindow, Verdict, judge_claim
 from curator.claims.judge import causal_verdict
+from curator.claims.regimes import with_market_regimes
 from curator.claims.window import condition_mask
 from curator.cycle.evidence import claim_of
 from curator.cycle.run import cycle_lock
@@ -98,7 +99,7 @@ def _found_from(ctx: Context, entry: GrimoireEntry, via: GrimoireEntry | None) -
 def _judge(cy: Cycle, entry: GrimoireEntry, claim: Claim, episodes: list[Any]
            ) -> tuple[Verdict | None, bool | None, dict[str, Any]]:
     cfg = cy.ctx.config
-    window = EpisodeWindow.of(episodes)
+    window = EpisodeWindow.of(with_market_regimes(cy.ctx, episodes))
     support, level = cfg.curator.validate_min_support, cfg.curator.causal_verdict_level
     outcome = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
     replay = judge_claim(window, claim, support, 1, level=level if outcome else None,

@@ -50,6 +50,7 @@ from curator.claims import (
     check_causal,
     judge_claim,
 )
+from curator.claims.regimes import with_market_regimes
 from curator.cycle.reversals import failing_runs, find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
@@ -224,7 +225,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     votes = pending_votes(cy.ctx)
     if not cy.window and not votes:
         return counts
-    window = EpisodeWindow.of(cy.window)
+    window = EpisodeWindow.of(with_market_regimes(cy.ctx, cy.window))
     pools: dict[str, Any] = {}  # pending episodes / actions, the lookback, read on first use
     entries = list_all(cy, (*LIVE, EntryStatus.QUARANTINED))
     by_id = {e.id: e for e in entries}
@@ -320,8 +321,8 @@ def _pending_pool(cy: Cycle, pools: dict[str, EpisodeWindow], name: str) -> Epis
         seen = {e.id for e in pooled}
         extra = [e for e in cy.window if e.id not in seen
                  and (types is None or e.type is EpisodeType.ACTION)]
-        pools[name] = EpisodeWindow.of(sorted([*pooled, *extra],
-                                              key=lambda e: (e.timestamp, e.id)))
+        pools[name] = EpisodeWindow.of(with_market_regimes(
+            cy.ctx, sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id))))
     pool: EpisodeWindow = pools[name]
     return pool
 
@@ -335,7 +336,8 @@ def _episode_pool(cy: Cycle) -> EpisodeWindow:
     pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since)
     seen = {e.id for e in pooled}
     extra = [e for e in cy.window if e.id not in seen]
-    return EpisodeWindow.of(sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id)))
+    return EpisodeWindow.of(with_market_regimes(
+        cy.ctx, sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id))))
 
 
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any],

@@ -35,6 +35,7 @@ from curator.claims import (
     judge_claim,
     reversal,
 )
+from curator.claims.regimes import with_market_regimes
 from curator.cycle.state import Change, Cycle, admit_recorded, apply_changes, entries, refresh
 from curator.cycle.transitions import is_reversed, reversal_reason
 from curator.distiller import stats
@@ -158,8 +159,8 @@ def _run_window(cy: Cycle, pools: dict[str, Any], start: int, *, actions: bool,
         seen = {e.id for e in read}
         extra = [e for e in cy.window if e.id not in seen
                  and (not actions or e.type is EpisodeType.ACTION)]
-        pools[name] = EpisodeWindow.of(sorted([*read, *extra],
-                                              key=lambda e: (e.timestamp, e.id))).after(start)
+        pools[name] = EpisodeWindow.of(with_market_regimes(
+            cy.ctx, sorted([*read, *extra], key=lambda e: (e.timestamp, e.id)))).after(start)
     window: EpisodeWindow = pools[name]
     return window
 

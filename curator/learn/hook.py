@@ -2,7 +2,8 @@
 
 ``distill(ctx, strategy, now)`` reads the strategy's recent episodes (for
 ``strategy=None``, the global ones: episodes written without a strategy) and
-the stored claims of that strategy, runs ``curator.distiller.distill`` and
+the stored claims of that strategy (an action written without a regime read in the regime
+its moment's observations name, ``curator.claims.regimes``), runs ``curator.distiller.distill`` and
 ``curator.learn.causal_discovery.discover_links``, drops findings that restate
 arithmetic or read an hour window that has not come round again (``filter``), and
 those on a claim family the curator saw change inside the window
@@ -48,6 +49,7 @@ from typing import Any
 
 from curator.claims import change_points
 from curator.claims.change_points import since_change, without_straddling
+from curator.claims.regimes import with_market_regimes
 from curator.distiller.distill import distill as run_distiller
 from curator.distiller.operations import ExistingClaim, Operation, OpKind
 from curator.learn.apply import apply_operations, curator_time
@@ -216,7 +218,8 @@ def distill(ctx: Context, strategy: str | None, now: int) -> dict[str, Any]:
     is not dated before that cycle)."""
     started = time.perf_counter()
     cfg = ctx.config.distiller
-    episodes = strategy_window(ctx, strategy, cfg.window_episodes)
+    # an action written without a regime is read in the regime its moment's record names
+    episodes = with_market_regimes(ctx, strategy_window(ctx, strategy, cfg.window_episodes))
     if episodes:
         now = max(max(e.timestamp for e in episodes), curator_time(ctx) or 0)
     existing = existing_claims(ctx, strategy, now)

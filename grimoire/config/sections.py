@@ -200,6 +200,9 @@ class DistillerConfig:
         2.0, "an hour-of-day finding needs each hour of its window seen on this many different "
         "days (the window came round again; by then every other hour was seen too): before "
         "that, a stretch of time that differed cannot be told from a time of day that does")
+    regime_context_ms: int = opt(3_600_000, "an action without a regime is learned and judged "
+                                 "in the regime of the newest observation or regime shift at "
+                                 "or before it, at most this much older (0: off)")
     causal_edge_pairs: int = opt(20, "episode pairs written as causal edges per discovered "
                                  "link and run (the most recent ones)")
     causal_regime_targets: bool = opt(True, "causal discovery tells regime shifts apart by "

@@ -1,0 +1,118 @@
+"""Actions written without a regime are learned in the regime their moment's record names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from curator.claims.regimes import placed, with_market_regimes
+from curator.learn.hook import distill, strategy_window
+from grimoire.clock import MS_PER_DAY, FrozenClock
+from grimoire.models.embedders import HashEmbedder
+from grimoire.records import Episode, EpisodeType, Regime
+from tests.learn.learn_support import MINUTE, T0, entries, open_grimoire, write
+
+NOW = T0 + 3 * MS_PER_DAY
+
+
+def _episode(i: int, ts: int, kind: EpisodeType, regime: Regime | None) -> Episode:
+    return Episode(id=f"e{i}", text=f"e{i}", type=kind, timestamp=ts, regime=regime)
+
+
+def test_an_unlabelled_action_takes_the_newest_label_at_or_before_it_within_the_gap() -> None:
+    obs = [_episode(0, T0, EpisodeType.OBSERVATION, Regime.HIGH_VOL),
+           _episode(1, T0 + 10 * MINUTE, EpisodeType.OBSERVATION, Regime.SIDEWAYS)]
+    acts = [_episode(2, T0 + 5 * MINUTE, EpisodeType.ACTION, None),  # after high_vol's label
+            _episode(3, T0 + 10 * MINUTE, EpisodeType.ACTION, None),  # same moment: sideways
+            _episode(4, T0 - MINUTE, EpisodeType.ACTION, None),  # only a later label: none
+            _episode(5, T0 + 90 * MINUTE, EpisodeType.ACTION, None),  # label too old: none
+            _episode(6, T0 + 5 * MINUTE, EpisodeType.ACTION, Regime.BULL)]  # keeps its own
+    out = placed(acts, obs, 60 * MINUTE)
+    assert [e.regime for e in out] == [Regime.HIGH_VOL, Regime.SIDEWAYS, None, None,
+                                       Regime.BULL]
+    assert [e.id for e in out] == [e.id for e in acts]
+    assert all(e.regime is None for e in acts[:4])  # the episodes given are not changed
+    assert [e.regime for e in placed(acts, obs, 0)] == [None, None, None, None, Regime.BULL]
+
+
+def _stream(seed: int) -> list[dict[str, Any]]:
+    """Two days: observations every 5 minutes labelled with the market's regime (high_vol in
+    alternate 3-hour stretches, else sideways), and LP rebalances that carry no regime and
+    lose 90% of the time in high_vol, 20% otherwise."""
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(2 * 24 * 12):
+        ts = T0 + i * 5 * MINUTE
+        regime = "high_vol" if (i // 36) % 2 else "sideways"
+        out.append({"type": "observation", "text": f"market {i}", "timestamp": ts,
+                    "regime": regime, "metrics": {"gas_gwei": float(rng.lognormal(3, 0.1))}})
+        if i % 2 == 0:
+            lose = rng.random() < (0.9 if regime == "high_vol" else 0.2)
+            out.append({"type": "action", "text": f"rebalance {i}", "timestamp": ts,
+                        "strategy": "lp", "actions": ["rebalance"], "tool": "uniswap_v3",
+                        "outcome": "negative" if lose else "positive"})
+    return out
+
+
+def _regime_claims(tmp_path: Path, embedder: HashEmbedder, gap_ms: int) -> list[Any]:
+    g = open_grimoire(tmp_path, FrozenClock(NOW), embedder,
+                      changes={"distiller.regime_context_ms": gap_ms})
+    try:
+        write(g, _stream(3))
+        distill(g.context, "lp", NOW)
+        return [e.claim for e in entries(g) if e.claim is not None
+                and e.claim.condition.get("regime") == "high_vol"]
+    finally:
+        g.close()
+
+
+def test_a_regime_effect_on_unlabelled_actions_is_learned_from_the_observations(
+        tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    """The rebalances name no regime; the observations of the same moments do. The learner
+    reads each rebalance in its moment's regime and finds that they lose in high_vol; with
+    no placement (regime_context_ms 0) no claim can name a regime at all."""
+    found = _regime_claims(tmp_path / "placed", hash_embedder, 3_600_000)
+    assert any(c.condition.get("action") == "rebalance"
+               and ((c.target == "outcome:negative_rate") == (c.direction == "higher"))
+               for c in found), found
+    assert _regime_claims(tmp_path / "bare", hash_embedder, 0) == []
+
+
+def test_an_action_is_placed_once_then_only_new_actions_are_read_around(
+        tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner reads the same window run after run: the labels around an action are
+    read from the store the first time only; a new action reads around itself alone."""
+    g = open_grimoire(tmp_path, FrozenClock(NOW), hash_embedder)
+    try:
+        write(g, _stream(4))
+        ctx = g.context
+        window = strategy_window(ctx, "lp", 10_000)
+        first = with_market_regimes(ctx, window)
+        assert all(e.regime is not None for e in first)
+        reads: list[dict[str, Any]] = []
+        recent = ctx.episodes.recent
+
+        def spy(n: int, **kwargs: Any) -> list[Episode]:
+            reads.append(kwargs)
+            return recent(n, **kwargs)
+
+        monkeypatch.setattr(ctx.episodes, "recent", spy)
+        assert [e.regime for e in with_market_regimes(ctx, window)] == \
+            [e.regime for e in first]
+        assert reads == []
+        late = T0 + 2 * MS_PER_DAY + 5 * MINUTE
+        write(g, [{"type": "observation", "text": "market late", "timestamp": late,
+                   "regime": "bull"},
+                  {"type": "action", "text": "rebalance late", "timestamp": late,
+                   "strategy": "lp", "actions": ["rebalance"], "outcome": "positive"}])
+        monkeypatch.setattr(ctx.episodes, "recent", recent)
+        window = strategy_window(ctx, "lp", 10_000)
+        monkeypatch.setattr(ctx.episodes, "recent", spy)
+        placed_now = with_market_regimes(ctx, window)
+        assert placed_now[-1].regime is Regime.BULL
+        assert len(reads) == 1 and reads[0]["since"] == late - 3_600_000
+    finally:
+        g.close()
