@@ -152,7 +152,7 @@ def ancestors(ctx: Context, req: RetrieveRequest, start: str, cands: dict[str, C
 
     From an observation retrieval picked itself (no ``event_id``), its auto-linked causes
     are not followed (``_IMPLICIT_OBSERVATION_KINDS``)."""
-    edges = BOOST_KINDS  # edge kinds to walk; ``kinds`` are the item kinds asked for
+    edges: Sequence[EdgeKind] = BOOST_KINDS  # edge kinds to walk; ``kinds``: item kinds
     if req.event_id is None:
         picked = episode_by_id(ctx, start)
         if picked is not None and picked.type is EpisodeType.OBSERVATION:
