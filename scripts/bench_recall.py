@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 import structlog
-from benches import apply_quick, dispatch, simqa
+from benches import apply_quick, dispatch, json_settings, simqa
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -381,8 +381,7 @@ def locomo(argv: Sequence[str] | None = None) -> int:
         grid = {f"e{e}h{h}": {"retrieval.fusion_weights": {**current, "entity": e / 10,
                                                            "hop": h / 10}}
                 for e in range(0, 5) for h in range(0, 4)}
-    overrides = {key: json.loads(value) for key, value in
-                 (item.split("=", 1) for item in args.set)}
+    overrides = json_settings(args.set)
     if args.fusion is not None:
         overrides["retrieval.fusion"] = args.fusion
     config = Config().replace(**overrides) if overrides else Config()
@@ -501,8 +500,7 @@ def every_goal(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     from benches import updates
-    config = Config().replace(**{key: json.loads(value) for key, value in
-                                 (item.split("=", 1) for item in args.set)})
+    config = Config().replace(**json_settings(args.set))
     started = time.perf_counter()
     every = load(path)
     convs = every if args.split == "all" else every[0::2] if args.split == "fit" \

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import structlog
 from bench_recall import DATA, FILE, Conversation, load
-from benches import simqa
+from benches import json_settings, simqa
 
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
@@ -222,8 +222,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     convs = load(path)[0::2]  # the fit half only (bench_recall --split fit)
-    overrides = {key: json.loads(value) for key, value in
-                 (item.split("=", 1) for item in args.set)}
+    overrides = json_settings(args.set)
     config = Config().replace(**{**overrides, "retrieval.reranker": "off"})
     if args.features is not None and args.features.is_file():
         groups = _load(args.features)

@@ -7,14 +7,16 @@ part keeps its own options (``--part NAME --help`` lists them). The modules are 
 their own: the top-level script puts ``scripts/`` on ``sys.path`` (it is the script's folder)
 and imports them as ``benches.NAME``.
 
-Two helpers are shared: :func:`dispatch` (the ``--part`` switch) and :func:`apply_quick`
-(``--quick``: smaller sizes for every option left at its default).
+Three helpers are shared: :func:`dispatch` (the ``--part`` switch), :func:`apply_quick`
+(``--quick``: smaller sizes for every option left at its default) and :func:`json_settings`
+(``--set KEY=JSON`` config overrides).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,3 +52,18 @@ def apply_quick(parser: argparse.ArgumentParser, args: argparse.Namespace,
     for name, value in sizes.items():
         if getattr(args, name) == parser.get_default(name):
             setattr(args, name, value)
+
+
+def json_settings(items: Sequence[str]) -> dict[str, Any]:
+    """``--set KEY=JSON`` arguments as config overrides (``{"retrieval.mmr_lambda": 1.0}``);
+    an argument without ``=`` or with a value that is not JSON stops the run, naming it."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set wants KEY=JSON, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"--set {key.strip()}: the value is not JSON ({exc})") from None
+    return out

@@ -50,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benches import apply_quick
+from benches import apply_quick, json_settings
 from grimoire.clock import FrozenClock
 from grimoire.config import EpisodesConfig
 from grimoire.logs import configure_logging
@@ -426,10 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         apply_quick(ap, args, {"n": 2_000, "queries": 30, "writes": 20, "retrieves": 40,
                                "rounds": 2, "mem_episodes": 10_000})
     configure_logging("warning")
-    import json
-
-    GrimoireFacade.overrides = {key: json.loads(value) for key, value in
-                                (item.split("=", 1) for item in args.set)}
+    GrimoireFacade.overrides = json_settings(args.set)
     side = run(args.n, args.queries, args.writes, args.text)
     print_table(args.n, side)
     if args.all:

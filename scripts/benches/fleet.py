@@ -234,7 +234,7 @@ def print_report(s: dict[str, Any], title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from benches import apply_quick
+    from benches import apply_quick, json_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=20)
@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         apply_quick(parser, args, {"agents": 8, "cycles": 2})
-    config = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
+    config = json_settings(args.set)
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         if args.local:
             uri = str(Path(tmp) / "clade")

@@ -43,7 +43,6 @@ or an LLM's extraction).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
@@ -53,7 +52,7 @@ from pathlib import Path
 
 import structlog
 
-from benches import apply_quick
+from benches import apply_quick, json_settings
 from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
@@ -221,8 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     started = time.perf_counter()
     table: dict[str, dict[str, list[float]]] = {}
-    overrides = {key: json.loads(value) for key, value in
-                 (item.split("=", 1) for item in args.set)}
+    overrides = json_settings(args.set)
     variants = {"retrieve": Config().replace(**overrides)}
     if hasattr(Config().retrieval, "supersede") and "retrieval.supersede" not in overrides:
         variants["supersede off"] = variants["retrieve"].replace(
