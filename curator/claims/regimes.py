@@ -14,9 +14,10 @@ The placement is a reading for the learners (the distiller's window, the curator
 judgement of claims), never a change to the stored episode: what the agent wrote stays
 as written. An action that carries a regime keeps its own.
 
-Owns: ``placed`` (pure: episodes and the labelled ones around them in, episodes out) and
+Owns: ``placed`` (pure: episodes and the labelled ones around them in, episodes out),
 ``with_market_regimes`` (reads the labelled episodes of the same span from the episode
-store when some action lacks a regime, and keeps each action's placement in memory). A
+store when some action lacks a regime, and keeps each action's placement in memory) and
+``read_placed`` (the curator's read of a window of episodes, placed). A
 label delivered late (backfilled with an earlier timestamp) does not move an action
 already placed.
 """
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from grimoire.context import Context
 from grimoire.records import Episode, EpisodeType, Regime
 
-__all__ = ["PLACED_KEY", "placed", "unplaced", "with_market_regimes"]
+__all__ = ["PLACED_KEY", "placed", "read_placed", "unplaced", "with_market_regimes"]
 
 _MARKET_RECORD = (EpisodeType.OBSERVATION, EpisodeType.REGIME_SHIFT)  # where labels are read
 _MAX_LABELS = 20_000  # labelled episodes read for one placement, at most (the newest)
@@ -100,3 +101,16 @@ def with_market_regimes(ctx: Context, episodes: Sequence[Episode]) -> list[Episo
     return [dataclasses.replace(e, regime=found[e.id])
             if e.type is EpisodeType.ACTION and e.regime is None and e.id in found else e
             for e in episodes]
+
+
+def read_placed(ctx: Context, limit: int, *, since: int | None, actions: bool,
+                alongside: Sequence[Episode]) -> list[Episode]:
+    """The newest ``limit`` episodes since ``since`` (only actions when ``actions``) and those
+    of ``alongside`` (a cycle's own window) the read did not return, of the same types, in
+    time order, each action without a regime placed (``with_market_regimes``)."""
+    read = ctx.episodes.recent(limit, since=since,
+                               types=[EpisodeType.ACTION] if actions else None)
+    seen = {e.id for e in read}
+    extra = [e for e in alongside
+             if e.id not in seen and (not actions or e.type is EpisodeType.ACTION)]
+    return with_market_regimes(ctx, sorted([*read, *extra], key=lambda e: (e.timestamp, e.id)))

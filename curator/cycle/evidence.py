@@ -50,7 +50,7 @@ from curator.claims import (
     check_causal,
     judge_claim,
 )
-from curator.claims.regimes import with_market_regimes
+from curator.claims.regimes import read_placed, with_market_regimes
 from curator.cycle.reversals import failing_runs, find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
@@ -68,7 +68,6 @@ from grimoire.records import (
     Category,
     Claim,
     EntryStatus,
-    EpisodeType,
     GrimoireEntry,
 )
 from grimoire.stores.semantic.types import CausalEdge, EdgeKind
@@ -312,17 +311,11 @@ def _pending_pool(cy: Cycle, pools: dict[str, EpisodeWindow], name: str) -> Epis
     is judged on all its pending episodes pooled, until they do; the evidence ledger keeps
     any of them from counting twice. Read once per cycle."""
     if name not in pools:
-        cfg = cy.ctx.config.curator
         since = pools.get("since")
-        types = [EpisodeType.ACTION] if name == "actions" else None
-        pooled = cy.ctx.episodes.recent(cfg.window_episodes,
-                                        since=since if isinstance(since, int) else None,
-                                        types=types)
-        seen = {e.id for e in pooled}
-        extra = [e for e in cy.window if e.id not in seen
-                 and (types is None or e.type is EpisodeType.ACTION)]
-        pools[name] = EpisodeWindow.of(with_market_regimes(
-            cy.ctx, sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id))))
+        pools[name] = EpisodeWindow.of(read_placed(
+            cy.ctx, cy.ctx.config.curator.window_episodes,
+            since=since if isinstance(since, int) else None, actions=name == "actions",
+            alongside=cy.window))
     pool: EpisodeWindow = pools[name]
     return pool
 
@@ -332,12 +325,9 @@ def _episode_pool(cy: Cycle) -> EpisodeWindow:
     level a metric claim's target has outside its condition is read over them (a cycle's
     own window is a couple of hours, too few to say what 'otherwise' is)."""
     cfg = cy.ctx.config.curator
-    since = cy.now - cfg.causal_lookback_ms
-    pooled = cy.ctx.episodes.recent(cfg.window_episodes, since=since)
-    seen = {e.id for e in pooled}
-    extra = [e for e in cy.window if e.id not in seen]
-    return EpisodeWindow.of(with_market_regimes(
-        cy.ctx, sorted([*pooled, *extra], key=lambda e: (e.timestamp, e.id))))
+    return EpisodeWindow.of(read_placed(cy.ctx, cfg.window_episodes,
+                                        since=cy.now - cfg.causal_lookback_ms, actions=False,
+                                        alongside=cy.window))
 
 
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any],

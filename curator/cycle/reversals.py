@@ -35,7 +35,7 @@ from curator.claims import (
     judge_claim,
     reversal,
 )
-from curator.claims.regimes import with_market_regimes
+from curator.claims.regimes import read_placed
 from curator.cycle.state import Change, Cycle, admit_recorded, apply_changes, entries, refresh
 from curator.cycle.transitions import is_reversed, reversal_reason
 from curator.distiller import stats
@@ -45,7 +45,6 @@ from grimoire.records import (
     Category,
     Claim,
     EntryStatus,
-    EpisodeType,
     GrimoireEntry,
     Provenance,
     Regime,
@@ -153,14 +152,9 @@ def _run_window(cy: Cycle, pools: dict[str, Any], start: int, *, actions: bool,
     ``curator.window_episodes`` of the newest, and this cycle's; read once per start."""
     name = f"run:{'actions' if actions else 'all'}@{start}"
     if name not in pools:
-        types = [EpisodeType.ACTION] if actions else None
-        read = cy.ctx.episodes.recent(cy.ctx.config.curator.window_episodes, since=start,
-                                      types=types)
-        seen = {e.id for e in read}
-        extra = [e for e in cy.window if e.id not in seen
-                 and (not actions or e.type is EpisodeType.ACTION)]
-        pools[name] = EpisodeWindow.of(with_market_regimes(
-            cy.ctx, sorted([*read, *extra], key=lambda e: (e.timestamp, e.id)))).after(start)
+        pools[name] = EpisodeWindow.of(read_placed(
+            cy.ctx, cy.ctx.config.curator.window_episodes, since=start, actions=actions,
+            alongside=cy.window)).after(start)
     window: EpisodeWindow = pools[name]
     return window
 
