@@ -4,8 +4,8 @@ Opens its own Grimoire in ``WORK/agentNN`` (hash embedder, a frozen clock advanc
 per cycle: the data's own time) with ``clade.uri`` = URI, waits for ``WORK/go``, then runs
 ``cycles`` curator cycles, writing ``per_cycle`` new warnings of its own before each; every
 cycle ends with the Clade exchange (publish, then pull). Then it drains: once its own items
-are all published it says so (``WORK/published-NN``) and runs exchange cycles until every
-agent has said so and a cycle finds nothing new to pull. SPEC is a JSON object: ``agents``,
+are all published it says so (``WORK/published-NN``) and runs exchange cycles until a cycle
+begun after every agent had said so finds nothing new to pull. SPEC is a JSON object: ``agents``,
 ``cycles``, ``per_cycle``, ``drain`` (the most drain cycles) and ``config`` (overrides).
 
 It writes ``WORK/agentNN.json``: each cycle's Clade summary and wall times, the keys it
@@ -76,14 +76,16 @@ def main(argv: list[str]) -> int:
             log.append(_cycle(g, clock, str(cycle)))
         said = False
         everyone = [work / f"published-{i:02d}" for i in range(spec["agents"])]
+        last_after_all = False  # the last cycle began once every agent had said so
         for _ in range(spec["drain"]):
             last = log[-1]
             if not said and "error" not in last and last.get("publish_waiting") == 0:
                 (work / f"published-{index:02d}").touch()
                 said = True
-            if said and all(p.exists() for p in everyone) and "error" not in last \
+            if last_after_all and "error" not in last \
                     and last.get("pulled") == 0 and last.get("pull_waiting") == 0:
                 break
+            last_after_all = said and all(p.exists() for p in everyone)
             log.append(_cycle(g, clock, "drain"))
         report = _report(g, name, uri)
     report.update({"agent": name, "cycles": log, "drained": said})
