@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -441,16 +441,19 @@ class Grimoire:
 
         if self.read_only:  # open the episodes beside the model's load (both take seconds)
             self._ctx.episode_store.prefetch()
+        from grimoire.methods.advise import advice_for, covering
         from grimoire.methods.entry import add_short_ids
+
+        def coverage(entries: Collection[str], episodes: Sequence[str]
+                     ) -> dict[str, list[str]]:
+            return covering(self._ctx, entries, episodes)
 
         if params.get("situation") is None:
             params.pop("situation", None)
-            result = retrieve(self._ctx, params)
+            result = retrieve(self._ctx, params, coverage=coverage)
         else:
-            from grimoire.methods.advise import advice_for
-
             advice, params = advice_for(self._ctx, params)
-            result = retrieve(self._ctx, params, advice)
+            result = retrieve(self._ctx, params, advice, coverage)
         add_short_ids(self._ctx, result.get("items") or [])
         return result
 

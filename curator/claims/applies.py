@@ -21,12 +21,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from curator.claims.window import EpisodeWindow, actions_of, condition_mask, term_field
 from curator.cycle.derive import rule_actions
 from curator.cycle.transitions import derived_from
 from grimoire.records import Claim, Episode, GrimoireEntry
 
-__all__ = ["APPLIES", "MAY_APPLY", "Match", "Situation", "match_rule", "rule_claim",
+__all__ = ["APPLIES", "MAY_APPLY", "Match", "Situation", "covered", "match_rule", "rule_claim",
            "rule_conditions"]
 
 APPLIES = "applies"
@@ -131,3 +134,25 @@ def match_rule(situation: Situation, rule: GrimoireEntry, parent: GrimoireEntry 
 
 def _better(a: Match, b: Match) -> bool:
     return (a.match == APPLIES, -len(a.missing)) > (b.match == APPLIES, -len(b.missing))
+
+
+def covered(rule: GrimoireEntry, parent: GrimoireEntry | None, window: EpisodeWindow
+            ) -> npt.NDArray[np.bool_]:
+    """The episodes of ``window`` (a mask) that ``rule`` speaks about: its condition (any one
+    of ``rule_conditions``) holds for each, read as ``match_rule`` reads a situation with
+    every field given; a strategy's claim covers only that strategy's episodes, a global
+    claim every strategy's. No episode for a rule without a structured condition, an empty
+    condition (it would cover everything) or a term this reading cannot judge."""
+    out = np.zeros(window.size, dtype=bool)
+    claim = rule_claim(rule, parent)
+    if claim is None or window.size == 0:
+        return out
+    for condition in rule_conditions(rule, parent):
+        if not condition:
+            continue
+        mask = condition_mask(window, condition, band_cut=claim.band_cut)
+        if mask is not None:
+            out |= mask
+    if claim.strategy is not None:
+        out &= window.strategies == claim.strategy
+    return out

@@ -24,11 +24,14 @@ wall clock is never read once the store holds an episode.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from curator.claims.applies import APPLIES, Match, Situation, match_rule, rule_claim
+import numpy as np
+
+from curator.claims.applies import APPLIES, Match, Situation, covered, match_rule, rule_claim
+from curator.claims.window import EpisodeWindow
 from curator.cycle.state import store_time
 from curator.cycle.transitions import derived_from
 from grimoire.context import Context
@@ -38,10 +41,11 @@ from grimoire.records import Category, Claim, EntryStatus, GrimoireEntry, parse_
 from grimoire.records.episode import episode_from_params
 from grimoire.retrieval.rules import Advice, AppliedRule
 from grimoire.retrieval.stages.params import MAX_K
+from grimoire.retrieval.stages.records import episode_by_id
 from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["DEFAULT_CATEGORIES", "SITUATION_FIELDS", "advice_for", "applicable_rules",
-           "effect_size",
+           "covering", "effect_size",
            "parse_situation", "rules_applicable", "situation_text"]
 
 SITUATION_FIELDS = ("tool", "actions", "token_pair", "chain", "regime", "strategy", "metrics",
@@ -200,3 +204,27 @@ def advice_for(ctx: Context, params: Mapping[str, Any]
         rest.setdefault("regime", sit.episode.regime.value)
     rules = applicable_rules(ctx, sit, limit=MAX_K)
     return Advice(text, tuple(rules)), rest
+
+
+def covering(ctx: Context, entry_ids: Collection[str], episode_ids: Sequence[str]
+             ) -> dict[str, list[str]]:
+    """For ``retrieve``'s lessons-first step: of the active rules among ``entry_ids``, each
+    one's episodes among ``episode_ids`` its structured condition holds for
+    (``curator.claims.applies.covered``), in ``episode_ids``' order; rules covering none
+    are left out. Read through the rule cache (``_active_rules``) and the pipeline's
+    episode cache, so a retrieval decodes nothing new between two commits."""
+    if not entry_ids or not episode_ids:
+        return {}
+    rules, parents = _active_rules(ctx, DEFAULT_CATEGORIES)
+    wanted = [r for r in rules if r.id in entry_ids]
+    if not wanted:
+        return {}
+    episodes = [e for e in (episode_by_id(ctx, i) for i in episode_ids) if e is not None]
+    window = EpisodeWindow.of(episodes)
+    out: dict[str, list[str]] = {}
+    for rule in wanted:
+        parent_id = derived_from(rule) if rule.claim is None else None
+        mask = covered(rule, parents.get(parent_id) if parent_id is not None else None, window)
+        if mask.any():
+            out[rule.id] = [episodes[i].id for i in np.flatnonzero(mask).tolist()]
+    return out

@@ -99,6 +99,7 @@ from grimoire.retrieval.decide import (
     should_retrieve,
 )
 from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
+from grimoire.retrieval.lessons import Coverage, lessons_first
 from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.relevance import gated, idf
 from grimoire.retrieval.render import context_block, narrative
@@ -263,6 +264,7 @@ class _Run:
     log_job: LogJob | None = None  # submitted once the total time is known
     window: Window | None = None  # the query's time expression, resolved
     advice: Advice | None = None  # the situation's rules, served first
+    coverage: Coverage | None = None  # which rule covers which episode (``lessons``)
     nothing_relevant: bool | None = None  # None: retrieval.nothing_relevant is off
     learned: dict[str, float] | None = None  # the reranker's probabilities, when it orders
     wide: bool = False  # the reranker's pool: deeper lists and thread neighbours
@@ -436,6 +438,13 @@ def _rank(ctx: Context, run: _Run) -> None:
             boosted, _, run.factors = _newer_first(ctx, req.query, pooled, boosted,
                                                    tiers, run.factors)
         picking, run.scores = None, dict(boosted)
+    # Lessons first: a rule the query found ranks above the episodes it covers (not on a
+    # chain walk, where the causes are what was asked for).
+    if run.coverage is not None and not walk:
+        boosted, run.factors = lessons_first(run.coverage, pooled, boosted, tiers,
+                                             run.factors)
+        run.scores = (dict(boosted) if run.learned is not None
+                      else gated({i: boosted[i] for i in run.scores}, tiers))
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
     served = {r.entry.id for r in run.rules}
@@ -568,10 +577,11 @@ def _widened(ctx: Context) -> Context | None:
     return dataclasses.replace(ctx, config=held[1])
 
 
-def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = None
-             ) -> dict[str, Any]:
+def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = None,
+             coverage: Coverage | None = None) -> dict[str, Any]:
     """Run the pipeline for untrusted ``params`` (API.md ``retrieve``); see the module doc.
-    ``advice``: the rules that apply to the caller's situation, served first."""
+    ``advice``: the rules that apply to the caller's situation, served first;
+    ``coverage``: which rules cover which episodes, for lessons first (None: not done)."""
     started = time.perf_counter()
     req = parse_request(params, ctx.config.retrieval)
     now = ctx.now()
@@ -580,7 +590,7 @@ def retrieve(ctx: Context, params: Mapping[str, Any], advice: Advice | None = No
     wide = _widened(ctx)
     ctx = wide or ctx
     run = _Run(req, now, now if req.at is None else req.at, advice=advice,
-               wide=wide is not None)
+               coverage=coverage, wide=wide is not None)
     _gather(ctx, run)
     _rank(ctx, run)
     result = _respond(ctx, run)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from curator.claims.applies import APPLIES, MAY_APPLY, Situation, match_rule
+from curator.claims.applies import APPLIES, MAY_APPLY, Situation, covered, match_rule
+from curator.claims.window import EpisodeWindow
 from grimoire.records import (
     Category,
     Claim,
     DecayClass,
+    Episode,
     GrimoireEntry,
     Provenance,
     episode_from_params,
@@ -117,3 +119,30 @@ def test_conditions_no_one_here_reads_are_left_to_similarity() -> None:
     told = entry(claim=None)
     for rule in (causal, told):
         assert verdict(situation(actions=["swap"], regime="high_vol"), rule) is None
+
+
+def test_covered_reads_each_episode_as_a_situation_with_every_field_given() -> None:
+    def ep(i: int, **fields: Any) -> Episode:
+        return episode_from_params({"text": f"e{i}", "type": "action", **fields},
+                                   id=f"e{i}", now_ms=hour(i))
+    window = EpisodeWindow.of([
+        ep(0, actions=["swap"], regime="high_vol", strategy="eth-dca",
+           metrics={"gas_gwei": 40.0}),
+        ep(1, actions=["swap"], regime="bull", strategy="eth-dca", metrics={"gas_gwei": 40.0}),
+        ep(2, actions=["swap"], regime="high_vol", strategy="lp", metrics={"gas_gwei": 20.0}),
+        ep(3, actions=["bridge"], regime="high_vol")])
+    def mask(rule: GrimoireEntry, parent: GrimoireEntry | None = None) -> list[bool]:
+        return covered(rule, parent, window).tolist()
+    assert mask(entry(claim=claim({"action": "swap", "regime": "high_vol"}))) == [
+        True, False, True, False]
+    assert mask(entry(claim=claim({"action": "swap", "regime": "high_vol"},
+                                  strategy="eth-dca"))) == [True, False, False, False]
+    assert mask(entry(claim=claim({"metric_band": ["gas_gwei", "upper"]}, band_cut=31.0))
+                ) == [True, True, False, False]  # an episode without gas is in no band
+    insight = entry("i", claim=claim({"regime": "high_vol"}), category=Category.INSIGHT)
+    derived = entry(tags=("derived", "metric:gas_gwei", "action:bridge"), parents=("i",))
+    assert mask(derived, insight) == [False, False, False, True]
+    # Nothing to stand on: no claim, an empty condition, a term no one here reads.
+    assert mask(entry(claim=None)) == [False] * 4
+    assert mask(entry(claim=claim({}))) == [False] * 4
+    assert mask(entry(claim=claim({"event": "clade_alert"}))) == [False] * 4
