@@ -381,7 +381,12 @@ def _rank(ctx: Context, run: _Run) -> None:
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
-        if run.found and cfg.causal_fusion == "additive" and "episode" in run.kinds:
+        # Witnesses join "whatever the query says": the gate ranks by the causal stream
+        # only on a chain walk (a why question or an explicit event_id) and elsewhere keeps
+        # them below every relevant item, as filler; the reranker (``run.wide``) scores
+        # each on its own features, causal ones among them.
+        walk = req.event_id is not None or asks_why(req.query) or run.wide
+        if run.found and walk and cfg.causal_fusion == "additive" and "episode" in run.kinds:
             run.cands.update(witnesses(ctx, req, run.found, _start_vector(run), run.cands,
                                        run.t))
     started = run.lap("candidates", started)

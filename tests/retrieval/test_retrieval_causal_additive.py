@@ -87,3 +87,29 @@ def test_asks_why() -> None:
     assert asks_why("Why did the riots start?")
     assert asks_why("what caused the outage")
     assert not asks_why("riots in the market")
+
+
+def test_witnesses_join_the_pool_only_on_a_chain_walk(tmp_path: Path) -> None:
+    """Outside a walk the gate keeps an item only the causal stream found below every
+    relevant one: pooling the causes' witnesses there cost the search, not the answer."""
+    clock = FrozenClock()
+    t = clock.now - 10 * 24 * HOUR
+    # Two per backend: the loud restatements fill the backends' lists, so the witness can
+    # only come in through the chain.
+    with open_grimoire(tmp_path, clock, **{"retrieval.candidates": 2}) as g:  # type: ignore[arg-type]
+        root = g.episode_write(text=ROOT, timestamp=t)["id"]
+        witness = g.episode_write(text=WITNESS, timestamp=t + HOUR)["id"]
+        crisis = g.episode_write(text=CRISIS, timestamp=t + 12 * HOUR)["id"]
+        for i, text in enumerate(LOUD):
+            g.episode_write(text=text, timestamp=t + 12 * HOUR + i)
+        g.causal_link(cause_id=root, effect_id=crisis, weight=1.0)
+
+        def unranked(**params: object) -> set[str]:
+            """Pooled by no backend: the event's ancestors and the witnesses."""
+            items = g.retrieve(kinds=["episode"], k=10, mode="browse", explain=True,
+                               **params)["items"]
+            return {i["id"] for i in items if not i.get("backend_ranks")} - {root, crisis}
+
+        assert unranked(query=f"Why did this happen: {CRISIS}?") == {witness}
+        assert unranked(query=CRISIS, event_id=crisis) == {witness}
+        assert unranked(query=CRISIS) == set()
