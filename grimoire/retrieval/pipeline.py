@@ -6,8 +6,8 @@
       ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
       ─▶ rerank (learned weights; + mood factor)
       ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
-      ─▶ relevance gate (``relevance``: tier + s / (1 + s)) ─▶ MMR (λ 0.7, within
-         tiers) + dedup ─▶ contrarian injection ─▶ ordered by the gated score
+      ─▶ relevance gate (``relevance``: tier + s / (1 + s)) ─▶ lessons first (a rule
+         above the episodes it covers: ``lessons``) ─▶ MMR (λ 0.7, within tiers) + dedup ─▶ contrarian injection ─▶ ordered by the gated score
       ─▶ token budget ─▶ log
 
 Relevance first (``relevance``, ``stages.relevance``): every boost above reorders items
@@ -26,7 +26,10 @@ shows it as its own line, and before the causal boost, which multiplies too.
 
 The causal event is ``event_id`` when given, else the query's top episode
 hit (the best fused, RRF, episode across the backends); its ancestors are
-pooled (see ``stages.pool``) and boost whatever resembles them. When
+pooled (see ``stages.pool``) and boost whatever resembles them. On a chain walk (a why
+question or an ``event_id``; or for the reranker) the ancestors' witnesses join the pool
+too (``causal_additive.witness_ids``): elsewhere the gate would keep them below every
+relevant item. When
 the event has causes, the result also carries its causal chain (seed 001),
 oldest first.
 
