@@ -282,7 +282,10 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     """The entry's sentence built from its structured claim, or None if the claim lacks parts.
 
     Heuristic: "When <condition>, do <action> because <reason>." Warning:
-    "Avoid <action> when <condition> because <reason>." Insight (and other
+    "Avoid <action> when <condition> because <reason>." When the claim's current numbers
+    run against its direction (the outcome reversed), the reason reads "it held before,
+    but no longer: <reason>", so the sentence never gives as its reason numbers that
+    contradict it. Insight (and other
     descriptive kinds): "When <condition>, <reason>." The action comes from the
     claim's condition (``action``/``actions``) or, failing that, from the
     entry's own content ("do X because", "Avoid X when"); without one a
@@ -300,6 +303,10 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
         action = _action_text(claim, category, content)
         if action is None:
             return None
+        if _runs_against(claim):
+            # The latest numbers contradict the advice: say so instead of giving them as
+            # its reason ("do swap because positive outcomes happen 63% (vs 75% overall)").
+            reason = f"it held before, but no longer: {reason}"
         if category is Category.WARNING:
             when = f" when {condition}" if condition else ""
             return f"Avoid {action}{when} because {reason}."
@@ -309,6 +316,16 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     if condition:
         return f"When {condition}, {reason}."
     return f"{reason[0].upper()}{reason[1:]}."
+
+
+def _runs_against(claim: Claim) -> bool:
+    """Whether the claim's current numbers go the other way than its direction says (a rule
+    whose outcome reversed, judged on the newer episodes)."""
+    if claim.direction == "higher":
+        return claim.effect < claim.baseline
+    if claim.direction == "lower":
+        return claim.effect > claim.baseline
+    return False
 
 
 def entry_sentence(entry: GrimoireEntry) -> str:

@@ -157,6 +157,31 @@ def test_claim_renders_when_do_because_and_avoid_when() -> None:
     assert "When the market regime is low_vol and the hour is 02:00–04:00 UTC, gas averages" in text
 
 
+def test_a_rule_whose_numbers_now_run_against_it_says_so() -> None:
+    """Issue 24 (reversal_pair): after the outcome reversed, a demoted heuristic read "do swap
+    because positive outcomes happen 63% of the time (vs 75% overall: 17% less often)": its
+    refreshed numbers given as the reason for the advice they contradict."""
+    from playbook.render_text import entry_sentence
+
+    reversed_ = Claim({"action": "swap", "token_pair": "WETH/DAI"}, "outcome:positive_rate",
+                      "higher", effect=0.63, baseline=0.75, support=278)
+    heuristic = make_entry(content="do swap", claim=reversed_)
+    assert entry_sentence(heuristic) == (
+        "When trading WETH/DAI, do swap because it held before, but no longer: positive "
+        "outcomes happen 63% of the time (vs 75% overall: 16% less often; 278 episodes).")
+    cheaper = Claim({"action": "swap"}, "metric:gas_gwei", "lower", effect=30.0,
+                    baseline=24.0, support=40)
+    warning = make_entry(category=Category.WARNING, content="avoid swap", claim=cheaper)
+    assert "because it held before, but no longer: gas averages 30 gwei" in entry_sentence(
+        warning)
+    # Numbers that still go the claim's way read as its reason; an insight only describes.
+    held = replace(reversed_, effect=0.9)
+    assert "do swap because positive outcomes happen 90%" in entry_sentence(
+        make_entry(content="do swap", claim=held))
+    insight = make_entry(category=Category.INSIGHT, content="x", claim=reversed_)
+    assert "no longer" not in entry_sentence(insight)
+
+
 def test_a_band_claim_states_its_cut_and_one_stored_without_it_keeps_its_words() -> None:
     """"metric band is gas_gwei, upper" said nothing: the line states the cut the claim
     holds; a band claim stored before the cut was kept shows its own sentence, which has it."""
