@@ -282,7 +282,8 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     """The entry's sentence built from its structured claim, or None if the claim lacks parts.
 
     Heuristic: "When <condition>, do <action> because <reason>." Warning:
-    "Avoid <action> when <condition> because <reason>." When the claim's current numbers
+    "Avoid <action> when <condition> because <reason>." A strategy's claim names it first
+    in the condition ("the strategy is eth-dca and …"). When the claim's current numbers
     run against its direction (the outcome reversed), the reason reads "it held before,
     but no longer: <reason>", so the sentence never gives as its reason numbers that
     contradict it. Insight (and other
@@ -298,6 +299,11 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     if band is not None and (claim.band_cut is None or not _is_band(band)):
         return None  # a band stored without its cut: the entry's own words state it
     condition = _condition_text(claim.condition, claim.band_cut)
+    if claim.strategy is not None:
+        # The scope is part of what the claim says: shown alone (a retrieval, an MCP answer,
+        # the entry list) a strategy's rule must not read as everyone's.
+        scope = f"the strategy is {claim.strategy}"
+        condition = f"{scope} and {condition}" if condition else scope
     reason = _reason_text(claim)
     if category in (Category.HEURISTIC, Category.WARNING):
         action = _action_text(claim, category, content)

@@ -426,7 +426,8 @@ def test_a_band_warning_decisively_reversed_is_turned_round_at_its_cut(
     assert new.claim is not None and new.claim.band_cut == 31.2
     assert new.claim.condition == BAND_WARNING.condition
     assert new.claim.effect == pytest.approx(1 / 12)
-    assert new.content.startswith("When gas is above 31.2 gwei, do swap because negative ")
+    assert new.content.startswith("When the strategy is eth-dca and gas is above 31.2 gwei, do "
+                                  "swap because negative ")
 
 
 def test_a_claim_is_not_confirmed_by_the_episodes_it_was_learned_from(

@@ -182,6 +182,26 @@ def test_a_rule_whose_numbers_now_run_against_it_says_so() -> None:
     assert "no longer" not in entry_sentence(insight)
 
 
+def test_a_strategy_s_claim_names_its_strategy_wherever_it_is_shown() -> None:
+    """Issue 24: "Avoid rebalance when the market regime is bear" was weth-usdc-lp's warning;
+    shown alone (a retrieval, MCP, the entry list) it read as everyone's, and a question
+    naming the strategy did not find it."""
+    from playbook.render_text import entry_sentence
+
+    mine = Claim({"action": "rebalance", "regime": "bear"}, "outcome:negative_rate", "higher",
+                 effect=0.83, baseline=0.62, support=40, strategy="weth-usdc-lp")
+    assert entry_sentence(make_entry(category=Category.WARNING, content="x", claim=mine)) == (
+        "Avoid rebalance when the strategy is weth-usdc-lp and the market regime is bear "
+        "because negative outcomes happen 83% of the time (vs 62% overall: 34% more often; "
+        "40 episodes).")
+    only = replace(mine, condition={"action": "rebalance"})
+    assert entry_sentence(make_entry(category=Category.HEURISTIC, content="x", claim=only)
+                          ).startswith("When the strategy is weth-usdc-lp, do rebalance because")
+    everyone = replace(mine, strategy=None)
+    assert "strategy" not in entry_sentence(
+        make_entry(category=Category.WARNING, content="x", claim=everyone))
+
+
 def test_a_band_claim_states_its_cut_and_one_stored_without_it_keeps_its_words() -> None:
     """"metric band is gas_gwei, upper" said nothing: the line states the cut the claim
     holds; a band claim stored before the cut was kept shows its own sentence, which has it."""
