@@ -5,9 +5,11 @@
          entities: ``stages.hop``)
       ─▶ fusion (convex by default, RRF k=60 optional) ─▶ relevance in [0, 1]
       ─▶ rerank (learned weights; + mood factor)
-      ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost, bloodstain
+      ─▶ Mattar–Daw replay multiplier (episodes) ─▶ TCMF causal boost (on a chain walk,
+         or when the query names its event), bloodstain
       ─▶ relevance gate (``relevance``: tier + s / (1 + s)) ─▶ lessons first (a rule
-         above the episodes it covers: ``lessons``) ─▶ MMR (λ 0.7, within tiers) + dedup ─▶ contrarian injection ─▶ ordered by the gated score
+         above the episodes it covers: ``lessons``) ─▶ MMR (λ 0.7, within tiers) + dedup
+      ─▶ contrarian injection ─▶ ordered by the gated score
       ─▶ token budget ─▶ log
 
 Relevance first (``relevance``, ``stages.relevance``): every boost above reorders items
@@ -26,7 +28,9 @@ shows it as its own line, and before the causal boost, which multiplies too.
 
 The causal event is ``event_id`` when given, else the query's top episode
 hit (the best fused, RRF, episode across the backends); its ancestors are
-pooled (see ``stages.pool``) and boost whatever resembles them. On a chain walk (a why
+pooled (see ``stages.pool``) and, on a chain walk or when the query repeats the event's
+text (it names the event), boost whatever resembles them: the causes of the top hit of any
+other question are not what it asked about. On a chain walk (a why
 question or an ``event_id``; or for the reranker) the ancestors' witnesses join the pool
 too (``causal_additive.witness_ids``): elsewhere the gate would keep them below every
 relevant item. When
@@ -104,7 +108,7 @@ from grimoire.retrieval.decide import (
 from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
 from grimoire.retrieval.lessons import Coverage, lessons_first
 from grimoire.retrieval.mmr import select as mmr_select
-from grimoire.retrieval.relevance import gated, idf
+from grimoire.retrieval.relevance import gated, idf, repeats
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
 from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
@@ -413,12 +417,20 @@ def _rank(ctx: Context, run: _Run) -> None:
     # A question anchored on an event (``event_id``) is about that event's causes, however
     # it is worded: root first too, on a gentler slope than a why question's.
     anchored = req.event_id is not None and not why
+    # The causal stream is about the causes of the query's event: on a chain walk, when the
+    # query names the event (it repeats the event's text), or for the reranker's features.
+    # Anchored on the top hit of any other question it lifted whatever resembled that hit's
+    # causes inside the query's relevance tier: rules matching one word of a question about
+    # the hour of lowest slippage went above the rule that answers it.
+    event = run.cands.get(run.start) if run.start else None
+    named = event is not None and repeats(req.query, event.content)
+    causes = run.found if why or req.event_id is not None or named or orders else []
     if cfg.causal_fusion == "additive":
-        scores, factors = apply_additive(scores, pooled, run.found, cfg, factors, why,
+        scores, factors = apply_additive(scores, pooled, causes, cfg, factors, why,
                                          _start_vector(run), anchored=anchored)
         boosted, factors = apply_causal_boost(scores, pooled, [], cfg, factors)
     elif cfg.causal_fusion == "multiplicative":
-        boosted, factors = apply_causal_boost(scores, pooled, run.found, cfg, factors)
+        boosted, factors = apply_causal_boost(scores, pooled, causes, cfg, factors)
     else:
         raise ValidationError(f"must be 'additive' or 'multiplicative', got "
                               f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
