@@ -339,7 +339,9 @@ class RetrievalConfig:
         "additive", "how the causal stream joins the score: 'additive' (the witnesses of each "
         "ancestor are pooled and score + causal_additive_lambda x boost; a 'why' query puts "
         "the root cause first) or 'multiplicative' (seed 000's score x (1 + causal_lambda x "
-        "boost) on the pooled candidates only)")
+        "boost) on the pooled candidates only). Either applies on a causal chain walk (a why "
+        "question, an event_id), when the query repeats the event's text, or under the "
+        "reranker; an ordinary question gets no causal boost")
     causal_additive_lambda: float = opt(
         1.0, "additive causal fusion: weight of the causal boost added to the score")
     causal_witness_window_ms: int = opt(
