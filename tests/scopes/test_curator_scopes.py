@@ -52,7 +52,8 @@ def test_a_rule_learned_in_one_scope_reaches_only_that_scopes_playbook(
     for scope in ("alpha", "beta", "default"):
         cg.curator_run(scope=scope)
     alpha = _rule_lines(cg.playbook_get(scope="alpha")["markdown"])
-    learned = [x for x in alpha if "Avoid swap when the market regime is high_vol" in x]
+    learned = [x for x in alpha if "Avoid swap when the strategy is eth-dca and the market "
+               "regime is high_vol" in x]
     assert learned, alpha  # alpha learned its warning from its own episodes
     for other in ("beta", "default"):
         lines = _rule_lines(cg.playbook_get(scope=other)["markdown"])
