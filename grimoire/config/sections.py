@@ -336,12 +336,10 @@ class RetrievalConfig:
     causal_similarity: float = opt(0.45, "TCMF: ancestor similarity threshold")
     causal_lambda: float = opt(0.6, "TCMF: score x (1 + lambda x boost)")
     causal_fusion: str = opt(
-        "additive", "how the causal stream joins the score: 'additive' (the witnesses of each "
-        "ancestor are pooled and score + causal_additive_lambda x boost; a 'why' query puts "
-        "the root cause first) or 'multiplicative' (seed 000's score x (1 + causal_lambda x "
-        "boost) on the pooled candidates only). Either applies on a causal chain walk (a why "
-        "question, an event_id), when the query repeats the event's text, or under the "
-        "reranker; an ordinary question gets no causal boost")
+        "additive", "how the causal stream joins the score, on a chain walk (why, event_id), "
+        "a query repeating the event's text or under the reranker only: 'additive' (score + "
+        "causal_additive_lambda x boost, witnesses pooled; 'why' puts the root first) or "
+        "'multiplicative' (seed 000's score x (1 + causal_lambda x boost), pooled only)")
     causal_additive_lambda: float = opt(
         1.0, "additive causal fusion: weight of the causal boost added to the score")
     causal_witness_window_ms: int = opt(

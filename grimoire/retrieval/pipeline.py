@@ -102,7 +102,6 @@ from grimoire.retrieval.decide import (
     RetrievalDecision,
     contrarian_pick,
     curiosity_from_similarity,
-    replay_rank,
     should_retrieve,
 )
 from grimoire.retrieval.fusion import convex, normalise_anchored, rrf_from_ranks
@@ -127,6 +126,7 @@ from grimoire.retrieval.stages.pool import ancestors, backend_ranks, candidates,
 from grimoire.retrieval.stages.records import require_event
 from grimoire.retrieval.stages.region import region_agreement, region_for
 from grimoire.retrieval.stages.relevance import gate
+from grimoire.retrieval.stages.replay import replay
 from grimoire.retrieval.stages.sources import (
     Pool,
     finish_keyword,
@@ -154,31 +154,6 @@ def _decide(ctx: Context, req: RetrieveRequest, pool: Pool) -> RetrievalDecision
                    if s >= cfg.auto_coverage_similarity and e.status is EntryStatus.ACTIVE)
     arousal = req.mood.arousal if req.mood is not None else None
     return should_retrieve(curiosity_from_similarity(best), coverage, arousal, req.k, cfg)
-
-
-def _replay(ctx: Context, cands: Mapping[str, Candidate], scores: dict[str, float],
-            factors: dict[str, Breakdown], t: int) -> None:
-    """Mattar–Daw: multiply episodes' scores by 1 + w · gain · need (in place)."""
-    weight = ctx.config.retrieval.replay_weight
-    episodes = [c for c in cands.values() if c.kind == "episode" and c.gain]
-    if weight <= 0.0 or not episodes:
-        return
-    states = ctx.semantic.episode_states([c.id for c in episodes])
-    last: dict[str, int] = {}
-    for episode_id, state in states.items():
-        served = [v for v in (state.last_accessed_at, state.replayed_at)
-                  if v is not None and v <= t]
-        if served:
-            last[episode_id] = max(served)
-    floor = ctx.config.retrieval.replay_need_floor_ms
-    for episode_id, utility in replay_rank(episodes, last, t, floor):
-        if utility <= 0.0:
-            continue
-        multiplier = 1.0 + weight * utility
-        scores[episode_id] *= multiplier
-        factors[episode_id] = {**factors[episode_id], "replay": {
-            "value": utility, "multiplier": multiplier,
-            "last_served": float(last.get(episode_id, cands[episode_id].timestamp))}}
 
 
 def _contrarian(ctx: Context, req: RetrieveRequest, pool: Sequence[Candidate],
@@ -413,7 +388,7 @@ def _rank(ctx: Context, run: _Run) -> None:
     # skipped; the newer-facts lift moves the reranker's probabilities instead.
     orders = not (why or req.event_id is not None) and reranker_of(ctx) is not None
     if not orders:
-        _replay(ctx, run.cands, scores, factors, run.t)
+        replay(ctx, run.cands, scores, factors, run.t)
     # A question anchored on an event (``event_id``) is about that event's causes, however
     # it is worded: root first too, on a gentler slope than a why question's.
     anchored = req.event_id is not None and not why
