@@ -326,12 +326,9 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
 
 def _runs_against(claim: Claim) -> bool:
     """Whether the claim's current numbers go the other way than its direction says (a rule
-    whose outcome reversed, judged on the newer episodes)."""
-    if claim.direction == "higher":
-        return claim.effect < claim.baseline
-    if claim.direction == "lower":
-        return claim.effect > claim.baseline
-    return False
+    whose outcome reversed, judged on the newer episodes); no difference at all is not a
+    reversal."""
+    return claim.effect != claim.baseline and not claim.states_its_direction()
 
 
 def entry_sentence(entry: GrimoireEntry) -> str:

@@ -56,8 +56,7 @@ from curator.distiller import stats
 from grimoire.records import Claim
 
 __all__ = ["Verdict", "against_rest", "causal_verdict", "judge_claim", "midpoint_verdict",
-           "predictions", "reference_level", "reversal", "states_its_direction",
-           "stratified_level"]
+           "predictions", "reference_level", "reversal", "stratified_level"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +188,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
             right = causal_verdict(k, n, claim.effect, claim.baseline, level)
-            if not states_its_direction(claim):
+            if not claim.states_its_direction():
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                            predictions(right, n, min_support, max_predictions),
@@ -205,7 +204,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             right = midpoint_verdict(observed, level_outside + gap, level_outside)
         else:
             right = midpoint_verdict(observed, claim.effect, claim.baseline)
-        if not states_its_direction(claim):
+        if not claim.states_its_direction():
             # Its running numbers (the evidence counted so far) no longer show what it
             # says ("negative outcomes higher: 34% vs 36% overall"): each new judgement
             # against it until it leaves, never 'right' by a midpoint on the wrong side.
@@ -305,15 +304,6 @@ def against_rest(window: EpisodeWindow, claim: Claim, mask: Mask) -> float:
     # the claim says more often, and the other way round
     return (stats.hypergeom_logcdf(k, total, good, n) if gap_up
             else stats.hypergeom_logsf(k, total, good, n))
-
-
-def states_its_direction(claim: Claim) -> bool:
-    if claim.direction == "higher":
-        return claim.effect > claim.baseline
-    if claim.direction == "lower":
-        return claim.effect < claim.baseline
-    return True
-
 
 
 def reversal(claim: Claim, verdict: Verdict, *, min_support: int, min_effect: float,

@@ -101,6 +101,16 @@ class Claim:
         cond = json.dumps(self.condition, sort_keys=True, separators=(",", ":"))
         return f"{self.strategy or '*'}|{cond}|{self.target}|{self.direction}"
 
+    def states_its_direction(self) -> bool:
+        """Whether its numbers show what it says: effect above baseline for "higher", below
+        for "lower" (a reversed or vanished difference does not); True for another
+        direction, which no number contradicts."""
+        if self.direction == "higher":
+            return self.effect > self.baseline
+        if self.direction == "lower":
+            return self.effect < self.baseline
+        return True
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "condition": dict(self.condition),
