@@ -360,15 +360,19 @@ def _rank(ctx: Context, run: _Run) -> None:
     run.cands = candidates(ctx, req, run.pool, run.t, run.kinds) if run.kinds else {}
     run.ranks = backend_ranks(run.pool)
     fused = _fuse(cfg, run)
+    # A chain walk (a why question or an explicit event_id): the causal stream is what the
+    # caller asked for, relevance as much as the query's words are.
+    why = asks_why(req.query)
+    walk = why or req.event_id is not None
     run.start = req.event_id or _top_episode(run.cands, fused)
     if run.start and run.kinds:
         run.found = ancestors(ctx, req, run.start, run.cands, run.t, run.kinds)
         # Witnesses join "whatever the query says": the gate ranks by the causal stream
-        # only on a chain walk (a why question or an explicit event_id) and elsewhere keeps
-        # them below every relevant item, as filler; the reranker (``run.wide``) scores
-        # each on its own features, causal ones among them.
-        walk = req.event_id is not None or asks_why(req.query) or run.wide
-        if run.found and walk and cfg.causal_fusion == "additive" and "episode" in run.kinds:
+        # only on a chain walk and elsewhere keeps them below every relevant item, as
+        # filler; the reranker's pool (``run.wide``: served or collected for training)
+        # scores each on its own features, causal ones among them.
+        if (run.found and (walk or run.wide) and cfg.causal_fusion == "additive"
+                and "episode" in run.kinds):
             run.cands.update(witnesses(ctx, req, run.found, _start_vector(run), run.cands,
                                        run.t))
     started = run.lap("candidates", started)
@@ -382,24 +386,24 @@ def _rank(ctx: Context, run: _Run) -> None:
         rrf_norm = {c.id: fused.get(c.id, 0.0) / top if top > 0.0 else 0.0 for c in pooled}
     scores, factors = score_all(pooled, rrf_norm, run.t, None if req.regime is None
                                 else req.regime.value, run.weights, req.mood, cfg)
-    why = asks_why(req.query)
     # The reranker orders every query but a chain walk (``_learned``): then the replay
     # multiplier would move scores nobody ranks by (the features do not read it), so it is
     # skipped; the newer-facts lift moves the reranker's probabilities instead.
-    orders = not (why or req.event_id is not None) and reranker_of(ctx) is not None
+    orders = not walk and reranker_of(ctx) is not None
     if not orders:
         replay(ctx, run.cands, scores, factors, run.t)
     # A question anchored on an event (``event_id``) is about that event's causes, however
     # it is worded: root first too, on a gentler slope than a why question's.
     anchored = req.event_id is not None and not why
     # The causal stream is about the causes of the query's event: on a chain walk, when the
-    # query names the event (it repeats the event's text), or for the reranker's features.
+    # query names the event (it repeats the event's text), or for the reranker's features
+    # (the same whether it serves or its features are collected for training).
     # Anchored on the top hit of any other question it lifted whatever resembled that hit's
     # causes inside the query's relevance tier: rules matching one word of a question about
     # the hour of lowest slippage went above the rule that answers it.
     event = run.cands.get(run.start) if run.start else None
     named = event is not None and repeats(req.query, event.content)
-    causes = run.found if why or req.event_id is not None or named or orders else []
+    causes = run.found if walk or named or run.wide else []
     if cfg.causal_fusion == "additive":
         scores, factors = apply_additive(scores, pooled, causes, cfg, factors, why,
                                          _start_vector(run), anchored=anchored)
@@ -409,9 +413,7 @@ def _rank(ctx: Context, run: _Run) -> None:
     else:
         raise ValidationError(f"must be 'additive' or 'multiplicative', got "
                               f"{cfg.causal_fusion!r}", field="retrieval.causal_fusion")
-    # Relevance first: the causal stream is relevance only on a chain walk the caller
-    # asked for (a why question, or an explicit event_id).
-    walk = why or req.event_id is not None
+    # Relevance first: the causal stream is relevance only on a chain walk.
     chain = {i for i, parts in factors.items() if "causal" in parts} if walk else set()
     assert run.query_vector is not None
     run.scores, tiers, run.factors = gate(ctx, req.query, run.query_vector, pooled, boosted,

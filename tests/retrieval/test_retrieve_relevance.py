@@ -71,6 +71,28 @@ def test_a_relevant_episode_outranks_boosted_noise_without_repeating_it(
             assert any("causal" in i["factors"] for i in asked), query
 
 
+def test_the_reranker_s_causal_feature_is_the_same_collected_as_served(
+        tmp_path: Path) -> None:
+    """The reranker reads the causal boost as a feature on every query; collecting its
+    features for training (a feature sink, reranker off) must see the boost it is served
+    with, or the model learns on a zero column."""
+    from grimoire.retrieval.learned.features import FEATURES
+    from grimoire.retrieval.stages.learned import FEATURE_SINK
+
+    column = FEATURES.index("causal")
+    clock = FrozenClock(1_767_225_600_000)
+    with open_grimoire(tmp_path / "g", clock) as g:
+        _noisy_store(g, clock)
+        sink: list = []
+        g.context.extras[FEATURE_SINK] = sink
+        try:
+            g.retrieve(query="Chainlink oracle lagging behind spot", k=10, mode="browse")
+        finally:
+            g.context.extras.pop(FEATURE_SINK, None)
+        _, _, _, features = sink[-1]
+        assert np.asarray(features)[:, column].max() > 0.0
+
+
 def test_a_why_question_walks_the_chain_past_relevant_items(tmp_path: Path) -> None:
     """The exception: asked why, the cause outranks the event whose text it repeats."""
     clock = FrozenClock(1_767_225_600_000)
