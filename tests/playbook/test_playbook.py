@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from grimoire.errors import ValidationError
 from grimoire.records import Category, Claim, DecayClass, GrimoireEntry, Provenance, Regime
 from playbook import ConfidenceRule, PlaybookItem, compile_playbook
-from playbook.render_text import clean_inline, short_ids
+from playbook.render_text import clean_inline, entry_sentence, short_ids
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 _seq = iter(range(10**9))
@@ -161,8 +161,6 @@ def test_a_rule_whose_numbers_now_run_against_it_says_so() -> None:
     """Issue 24 (reversal_pair): after the outcome reversed, a demoted heuristic read "do swap
     because positive outcomes happen 63% of the time (vs 75% overall: 17% less often)": its
     refreshed numbers given as the reason for the advice they contradict."""
-    from playbook.render_text import entry_sentence
-
     reversed_ = Claim({"action": "swap", "token_pair": "WETH/DAI"}, "outcome:positive_rate",
                       "higher", effect=0.63, baseline=0.75, support=278)
     heuristic = make_entry(content="do swap", claim=reversed_)
@@ -186,8 +184,6 @@ def test_a_strategy_s_claim_names_its_strategy_wherever_it_is_shown() -> None:
     """Issue 24: "Avoid rebalance when the market regime is bear" was weth-usdc-lp's warning;
     shown alone (a retrieval, MCP, the entry list) it read as everyone's, and a question
     naming the strategy did not find it."""
-    from playbook.render_text import entry_sentence
-
     mine = Claim({"action": "rebalance", "regime": "bear"}, "outcome:negative_rate", "higher",
                  effect=0.83, baseline=0.62, support=40, strategy="weth-usdc-lp")
     assert entry_sentence(make_entry(category=Category.WARNING, content="x", claim=mine)) == (
