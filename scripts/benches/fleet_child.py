@@ -4,8 +4,11 @@ Opens its own Grimoire in ``WORK/agentNN`` (hash embedder, a frozen clock advanc
 per cycle: the data's own time) with ``clade.uri`` = URI, waits for ``WORK/go``, then runs
 ``cycles`` curator cycles, writing ``per_cycle`` new warnings of its own before each; every
 cycle ends with the Clade exchange (publish, then pull). Then it drains: once its own items
-are all published it says so (``WORK/published-NN``) and runs exchange cycles until a cycle
-begun after every agent had said so finds nothing new to pull. SPEC is a JSON object: ``agents``,
+are all published it says so (``WORK/published-NN``, holding the keys the Clade acknowledged)
+and runs exchange cycles until a cycle begun after every agent had said so finds nothing new
+to pull and every other agent's acknowledged key is imported: on a shared S3 table a pull
+may read a version older than another agent's last commit, so an empty pull alone does not
+mean there is nothing left. SPEC is a JSON object: ``agents``,
 ``cycles``, ``per_cycle``, ``drain`` (the most drain cycles) and ``config`` (overrides).
 
 It writes ``WORK/agentNN.json``: each cycle's Clade summary and wall times, the keys it
@@ -76,14 +79,16 @@ def main(argv: list[str]) -> int:
             log.append(_cycle(g, clock, str(cycle)))
         said = False
         everyone = [work / f"published-{i:02d}" for i in range(spec["agents"])]
+        others = [p for i, p in enumerate(everyone) if i != index]
         last_after_all = False  # the last cycle began once every agent had said so
         for _ in range(spec["drain"]):
             last = log[-1]
             if not said and "error" not in last and last.get("publish_waiting") == 0:
-                (work / f"published-{index:02d}").touch()
+                _say_published(work / f"published-{index:02d}", _acked(g, name))
                 said = True
             if last_after_all and "error" not in last \
-                    and last.get("pulled") == 0 and last.get("pull_waiting") == 0:
+                    and last.get("pulled") == 0 and last.get("pull_waiting") == 0 \
+                    and _all_imported(g, others):
                 break
             last_after_all = said and all(p.exists() for p in everyone)
             log.append(_cycle(g, clock, "drain"))
@@ -91,6 +96,30 @@ def main(argv: list[str]) -> int:
     report.update({"agent": name, "cycles": log, "drained": said})
     (work / f"{name}.json").write_text(json.dumps(report))
     return 0
+
+
+def _acked(g: Grimoire, name: str) -> list[str]:
+    """The keys of this agent's rows the Clade acknowledged (its publish ledger)."""
+    from grimoire.portable import clade
+
+    ctx = g.context
+    return [r["key"] for r in clade._offer(ctx, name)
+            if ctx.semantic.get_meta(clade._PUBLISHED + r["key"]) is not None]
+
+
+def _say_published(path: Path, keys: list[str]) -> None:
+    """Write ``keys`` to ``path`` whole or not at all (another agent may read it any time)."""
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(keys))
+    part.replace(path)
+
+
+def _all_imported(g: Grimoire, said: list[Path]) -> bool:
+    """Whether every key the other agents said the Clade acknowledged is imported here."""
+    from grimoire.portable.transfer import imported_as
+
+    return all(imported_as(g.context, f"clade:{k}") is not None
+               for path in said for k in json.loads(path.read_text()))
 
 
 def _report(g: Grimoire, name: str, uri: str) -> dict[str, Any]:
@@ -101,7 +130,7 @@ def _report(g: Grimoire, name: str, uri: str) -> dict[str, Any]:
 
     ctx = g.context
     offered = [r["key"] for r in clade._offer(ctx, name)]
-    acked = [k for k in offered if ctx.semantic.get_meta(clade._PUBLISHED + k) is not None]
+    acked = _acked(g, name)
     heads = (lancedb.connect(uri).open_table(clade.TABLE).search()
              .select(["key", "origin"]).limit(None).to_arrow().to_pylist())
     foreign = sorted({h["key"] for h in heads if h["origin"] != name})
