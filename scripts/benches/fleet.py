@@ -177,16 +177,20 @@ def summarize(uri: str, reports: list[dict[str, Any]]) -> dict[str, Any]:
                             "drained": r["drained"],
                             "errors": [c.get("error") for c in r["cycles"] if "error" in c]}
                for r in reports if set(r["offered"]) - set(r["acked"])}
+    # each agent is judged against the table as it stands now, every agent done
+    foreign = [in_table - set(r["offered"]) for r in reports]
     return {
         "agents": len(reports), "rows": len(keys), "offered": len(offered),
         "acked": len(acked), "pending": len(offered - acked), "pending_detail": pending,
-        "pulled": sum(len(r["pulled"]) for r in reports),
-        "expected_pulls": sum(len(in_table) - len(set(r["offered"]) & in_table)
-                              for r in reports),
+        "pulled": sum(len(f & set(r["imported"])) for f, r in zip(foreign, reports,
+                                                                  strict=True)),
+        "expected_pulls": sum(len(f) for f in foreign),
         "dup_rows": len(keys) - len(in_table),
         "dup_alerts": sum(sum(n - 1 for n in r["alert_dups"].values()) for r in reports),
         "lost_acked": len(acked - in_table),
-        "lost_pulls": sum(len(r["missed"]) for r in reports),
+        "lost_pulls": sum(len(f - set(r["imported"])) for f, r in zip(foreign, reports,
+                                                                      strict=True)),
+        "unsettled": [r["agent"] for r in reports if not r.get("settled")],
         "cycles": sum(1 for c in cycles if c["cycle"] != "drain"),
         "drain_cycles": sum(1 for c in cycles if c["cycle"] == "drain"),
         "failed_exchanges": sum(1 for c in cycles if "error" in c),
@@ -225,6 +229,8 @@ def print_report(s: dict[str, Any], title: str) -> None:
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         print(f"  {label:<{width}}  {value}")
+    if s["unsettled"]:
+        print(f"  agents that ran out of drain cycles: {', '.join(s['unsettled'])}")
     for error in s["errors"]:
         print(f"  error seen: {error}")
     print("  table objects over time (s: data files / manifests / transaction files):")

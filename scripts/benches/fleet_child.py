@@ -81,6 +81,7 @@ def main(argv: list[str]) -> int:
         everyone = [work / f"published-{i:02d}" for i in range(spec["agents"])]
         others = [p for i, p in enumerate(everyone) if i != index]
         last_after_all = False  # the last cycle began once every agent had said so
+        settled = False  # the drain ended because nothing was left, not out of cycles
         for _ in range(spec["drain"]):
             last = log[-1]
             if not said and "error" not in last and last.get("publish_waiting") == 0:
@@ -89,11 +90,12 @@ def main(argv: list[str]) -> int:
             if last_after_all and "error" not in last \
                     and last.get("pulled") == 0 and last.get("pull_waiting") == 0 \
                     and _all_imported(g, others):
+                settled = True
                 break
             last_after_all = said and all(p.exists() for p in everyone)
             log.append(_cycle(g, clock, "drain"))
-        report = _report(g, name, uri)
-    report.update({"agent": name, "cycles": log, "drained": said})
+        report = _report(g, name, uri, others)
+    report.update({"agent": name, "cycles": log, "drained": said, "settled": settled})
     (work / f"{name}.json").write_text(json.dumps(report))
     return 0
 
@@ -122,7 +124,11 @@ def _all_imported(g: Grimoire, said: list[Path]) -> bool:
                for path in said for k in json.loads(path.read_text()))
 
 
-def _report(g: Grimoire, name: str, uri: str) -> dict[str, Any]:
+def _report(g: Grimoire, name: str, uri: str, others: list[Path]) -> dict[str, Any]:
+    """What this agent holds. ``imported`` lists every foreign key it has imported, of the
+    keys the table showed it and the keys the other agents said the Clade acknowledged: the
+    summary judges it against the table as it stands once every agent is done (this agent's
+    own read of the table may be a version older than another agent's last commit)."""
     import lancedb
 
     from grimoire.portable import clade
@@ -133,12 +139,12 @@ def _report(g: Grimoire, name: str, uri: str) -> dict[str, Any]:
     acked = _acked(g, name)
     heads = (lancedb.connect(uri).open_table(clade.TABLE).search()
              .select(["key", "origin"]).limit(None).to_arrow().to_pylist())
-    foreign = sorted({h["key"] for h in heads if h["origin"] != name})
+    known = {h["key"] for h in heads if h["origin"] != name}
+    known |= {k for path in others if path.exists() for k in json.loads(path.read_text())}
     alerts = Counter(e.ref for e in ctx.episodes.recent(1_000_000, types=["clade_alert"]))
     return {
         "offered": offered, "acked": acked,
-        "pulled": [k for k in foreign if imported_as(ctx, f"clade:{k}") is not None],
-        "missed": [k for k in foreign if imported_as(ctx, f"clade:{k}") is None],
+        "imported": sorted(k for k in known if imported_as(ctx, f"clade:{k}") is not None),
         "alert_dups": {r: n for r, n in alerts.items() if n > 1},
         "alerts": sum(alerts.values()),
     }

@@ -133,6 +133,7 @@ def test_twenty_agents_on_one_s3_table_lose_and_duplicate_nothing(
     assert s["lost_acked"] == 0 and s["lost_pulls"] == 0
     assert s["pulled"] == s["expected_pulls"] == items * (agents - 1)
     assert all(r["drained"] for r in s["reports"])
+    assert s["unsettled"] == []  # every agent stopped because nothing was left to pull
     # bounded by work, compacted: one file per publish (agents * cycles of them) would be
     # read without it; the latest version reads those since the last compaction
     assert s["compactions"] >= 1
