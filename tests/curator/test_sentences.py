@@ -54,3 +54,23 @@ def test_an_entry_without_a_claim_keeps_its_words(g: Grimoire) -> None:
     assert refresh_sentences(start_cycle(g))["refreshed"] == 0
     assert get(g, told.id).content == "Never bridge on Fridays."
     assert get(g, plain.id).content == "Gas spikes after token launches."
+
+
+def test_the_phase_leaves_the_text_index_in_one_segment(g: Grimoire) -> None:
+    import apsw
+
+    made = [put(g, content=f"Gas spikes after launch {i} on chain {i % 3}.") for i in range(40)]
+    path = g.context.data_dir / "semantic.sqlite"
+
+    def pages() -> int:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            return int(conn.execute("SELECT count(*) FROM entries_fts_data").fetchone()[0])
+        finally:
+            conn.close()
+
+    written = pages()
+    assert refresh_sentences(start_cycle(g))["refreshed"] == 0
+    assert pages() < written  # forty one-entry transactions, merged
+    found = g.context.semantic.bm25("launch 7 chain", 3)
+    assert found and found[0][0].id == made[7].id

@@ -263,6 +263,15 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(w.lower() for w in words))
 
 
+def merge_text_index(conn: apsw.Connection) -> None:
+    """Merge the full-text index's segments into one (FTS5 ``optimize``; a no-op when it is
+    one already). Every transaction that writes an entry's text adds a segment and FTS5
+    merges only a few at a time, so after curator cycles that re-state sentences a query
+    read ~30 b-tree pages where one segment needs ~14: 0.85 ms against 0.25 ms for a
+    13-word query over 152 entries, measured."""
+    conn.execute("INSERT INTO entries_fts(entries_fts) VALUES('optimize')")
+
+
 def bm25(
     conn: apsw.Connection, query: str, k: int, filt: EntryFilter
 ) -> list[tuple[GrimoireEntry, float]]:

@@ -348,6 +348,12 @@ class SemanticStore(SemanticBase):
         with store_errors("bm25"):
             return entries.bm25(self._db.read(), query, _k(k), filters or EntryFilter())
 
+    def merge_text_index(self) -> None:
+        """Merge the entries' full-text index into one segment (after many text writes: a
+        BM25 query then reads a third of the pages; see ``entries.merge_text_index``)."""
+        with self._write("merge_text_index") as conn:
+            entries.merge_text_index(conn)
+
     def counts(self) -> StoreCounts:
         """Entry counts per category and status, causal edges, pending quarantine."""
         with store_errors("counts"):

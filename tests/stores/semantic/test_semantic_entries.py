@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import apsw
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -442,6 +443,8 @@ def test_public_surface() -> None:
         "delete_edges",
         # the owner's tables print each id's shortest prefix unique in the store (issue 27)
         "short_ids",
+        # the curator's sentences phase merges the full-text index's segments (issue 24)
+        "merge_text_index",
         # callers keep what they read between commits (rules.applicable's active rules)
         "read_mark",
     }
@@ -477,3 +480,36 @@ def test_evidence_counts_each_episode_once_per_entry(store: SemanticStore) -> No
     with pytest.raises(ValidationError):
         store.record_evidence("e1", ["d"], "maybe", cycle=3, now=30)
     assert store.count_evidence("e1") == (2, 1)
+
+
+def _index_pages(path: Path) -> int:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return int(conn.execute("SELECT count(*) FROM entries_fts_data").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_merging_the_text_index_keeps_every_answer_and_reads_fewer_pages(tmp_path: Path
+                                                                         ) -> None:
+    path = tmp_path / "s.sqlite"
+    store, embedder = hash_store(path)
+    words = ["gas", "swap", "bridge", "slippage", "oracle", "regime", "volume", "spread"]
+    made = []
+    for i in range(60):  # one transaction each, as the curator's writes are
+        text = f"{words[i % 8]} {words[(i * 3) % 8]} note {i}"
+        made.append(make_entry(content=text))
+        store.insert_entry(made[-1], embedder.embed([text])[0])
+    for i, entry in enumerate(made):  # a cycle re-stating every sentence
+        text = f"{entry.content} restated {words[(i * 5) % 8]}"
+        store.update_entry(dataclasses.replace(entry, content=text), embedder.embed([text])[0])
+    queries = ["gas oracle", "swap volume spread", "restated bridge", "note 17"]
+    before = [[(e.id, round(s, 9)) for e, s in store.bm25(q, 20)] for q in queries]
+    pages = _index_pages(path)
+    store.merge_text_index()
+    merged = _index_pages(path)
+    assert merged < pages
+    assert [[(e.id, round(s, 9)) for e, s in store.bm25(q, 20)] for q in queries] == before
+    store.merge_text_index()  # one segment already: nothing to do
+    assert _index_pages(path) == merged
+    store.close()
