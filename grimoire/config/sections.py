@@ -197,12 +197,12 @@ class DistillerConfig:
         "relative effect is kept (the other is its echo), and neither is a condition on the "
         "other")
     min_days_for_hours: float = opt(
-        2.0, "an hour-of-day finding needs each hour of its window seen on this many different "
-        "days (the window came round again; by then every other hour was seen too): before "
-        "that, a stretch of time that differed cannot be told from a time of day that does")
-    regime_context_ms: int = opt(3_600_000, "an action without a regime is learned and judged "
-                                 "in the regime of the newest observation or regime shift at "
-                                 "or before it, at most this much older (0: off)")
+        2.0, "an hour-of-day finding needs each hour of its window seen on this many days (it "
+        "came round again): before, a stretch of time that differed looks like a time of day")
+    regime_context_ms: int = opt(3_600_000, "an action is learned in the regime its own and its "
+                                 "market's labels name, none older than this (0: off)")
+    regime_votes: int = opt(5, "the newest this many labels (its own first, back to a regime "
+                            "shift) vote; most wins, a tie the newest (1: its own)", positive=True)
     causal_edge_pairs: int = opt(20, "episode pairs written as causal edges per discovered "
                                  "link and run (the most recent ones)")
     causal_regime_targets: bool = opt(True, "causal discovery tells regime shifts apart by "

@@ -38,6 +38,60 @@ def test_an_unlabelled_action_takes_the_newest_label_at_or_before_it_within_the_
     assert [e.regime for e in placed(acts, obs, 0)] == [None, None, None, None, Regime.BULL]
 
 
+def test_the_newest_labels_vote_back_to_the_newest_regime_shift() -> None:
+    obs, bull, side = EpisodeType.OBSERVATION, Regime.BULL, Regime.SIDEWAYS
+    labels = [_episode(0, T0, obs, bull), _episode(1, T0 + MINUTE, obs, bull),
+              _episode(2, T0 + 2 * MINUTE, obs, Regime.CRISIS),  # one estimate wrong
+              _episode(3, T0 + 3 * MINUTE, obs, bull),
+              _episode(4, T0 + 4 * MINUTE, obs, Regime.BEAR)]  # and another
+    act = _episode(9, T0 + 4 * MINUTE, EpisodeType.ACTION, None)
+    assert placed([act], labels, 60 * MINUTE, votes=5)[0].regime is bull  # 3 of 5
+    assert placed([act], labels, 60 * MINUTE)[0].regime is Regime.BEAR  # the newest alone
+    # a shift announces a new market: what came before it does not vote
+    shifted = [*labels[:3], _episode(5, T0 + 3 * MINUTE, EpisodeType.REGIME_SHIFT, side),
+               _episode(6, T0 + 4 * MINUTE, obs, side)]
+    assert placed([act], shifted, 60 * MINUTE, votes=5)[0].regime is side
+    # a tie goes to the newest of the tied; labels older than the gap do not vote
+    tied = [_episode(0, T0, obs, bull), _episode(1, T0 + MINUTE, obs, side)]
+    later = _episode(9, T0 + MINUTE, EpisodeType.ACTION, None)
+    assert placed([later], tied, 60 * MINUTE, votes=5)[0].regime is side
+    old = [_episode(0, T0, obs, bull), _episode(1, T0 + MINUTE, obs, bull),
+           _episode(2, T0 + 50 * MINUTE, obs, side)]
+    late = _episode(9, T0 + 61 * MINUTE, EpisodeType.ACTION, None)
+    assert placed([late], old, 60 * MINUTE, votes=5)[0].regime is side
+    with pytest.raises(ValueError, match="votes"):
+        placed([act], labels, 60 * MINUTE, votes=0)
+
+
+def test_votes_place_fewer_actions_wrongly_under_noisy_labels() -> None:
+    """Labels 15% wrong, scattered over the other regimes; regimes that last ~40 labels."""
+    rng = np.random.default_rng(7)
+    regimes = list(Regime)
+    true, labels, acts, trues = Regime.SIDEWAYS, [], [], []
+    truth: dict[str, Regime] = {}
+    for i in range(4000):
+        ts = T0 + i * MINUTE
+        if rng.random() < 0.025:
+            true = regimes[int(rng.integers(len(regimes)))]
+        said = true if rng.random() >= 0.15 else \
+            [r for r in regimes if r is not true][int(rng.integers(len(regimes) - 1))]
+        labels.append(_episode(i, ts, EpisodeType.OBSERVATION, said))
+        trues.append(true)
+        if i % 3 == 0:
+            acts.append(_episode(10_000 + i, ts, EpisodeType.ACTION, None))
+            truth[acts[-1].id] = true
+
+    def wrong(votes: int) -> float:
+        out = placed(acts, labels, 60 * MINUTE, votes=votes)
+        return sum(e.regime is not truth[e.id] for e in out) / len(out)
+
+    assert wrong(1) > 0.10 and wrong(5) < wrong(1) / 3
+    # the same market labelled right: a vote would lag every change; the newest label places
+    clean = [_episode(i, e.timestamp, EpisodeType.OBSERVATION, regime)
+             for i, (e, regime) in enumerate(zip(labels, trues, strict=True))]
+    assert placed(acts, clean, 60 * MINUTE, votes=5) == placed(acts, clean, 60 * MINUTE)
+
+
 def _stream(seed: int) -> list[dict[str, Any]]:
     """Two days: observations every 5 minutes labelled with the market's regime (high_vol in
     alternate 3-hour stretches, else sideways), and LP rebalances that carry no regime and
@@ -104,8 +158,9 @@ def test_an_action_is_placed_once_then_only_new_actions_are_read_around(
             [e.regime for e in first]
         assert reads == []
         late = T0 + 2 * MS_PER_DAY + 5 * MINUTE
-        write(g, [{"type": "observation", "text": "market late", "timestamp": late,
-                   "regime": "bull"},
+        # three new labels of five: the market turned bull (the voting placement)
+        write(g, [*({"type": "observation", "text": f"market late {m}",
+                     "timestamp": late - m * MINUTE, "regime": "bull"} for m in range(3)),
                   {"type": "action", "text": "rebalance late", "timestamp": late,
                    "strategy": "lp", "actions": ["rebalance"], "outcome": "positive"}])
         monkeypatch.setattr(ctx.episodes, "recent", recent)
@@ -116,3 +171,23 @@ def test_an_action_is_placed_once_then_only_new_actions_are_read_around(
         assert len(reads) == 1 and reads[0]["since"] == late - 3_600_000
     finally:
         g.close()
+
+
+def test_an_action_s_own_label_is_its_newest_vote() -> None:
+    obs, bear, side = EpisodeType.OBSERVATION, Regime.BEAR, Regime.SIDEWAYS
+    said = [side, side, Regime.BULL, side, side]  # labels wrong now and then: a vote pays
+    market = [_episode(i, T0 + (i - 1) * MINUTE, obs, r) for i, r in enumerate(said)]
+    stray = _episode(9, T0 + 3 * MINUTE, EpisodeType.ACTION, bear)  # a wrong estimate
+    sure = _episode(8, T0 + 3 * MINUTE, EpisodeType.ACTION, side)
+    out = placed([stray, sure], market, 60 * MINUTE, votes=5)
+    assert [e.regime for e in out] == [side, side]
+    assert stray.regime is bear  # the episode given is not changed
+    assert placed([stray], market, 60 * MINUTE)[0].regime is bear  # votes 1: its own
+    # its own label and the market's agree, or no market label: its own
+    assert placed([stray], [], 60 * MINUTE, votes=5)[0].regime is bear
+    turned = [*market[:3], _episode(5, T0 + 2 * MINUTE, EpisodeType.REGIME_SHIFT, bear),
+              _episode(6, T0 + 3 * MINUTE, obs, bear)]
+    assert placed([stray], turned, 60 * MINUTE, votes=5)[0].regime is bear
+    # where the market's labels are right, an action keeps its own: no vote
+    clean = [_episode(i, T0 + (i - 1) * MINUTE, obs, side) for i in range(5)]
+    assert placed([stray], clean, 60 * MINUTE, votes=5)[0].regime is bear
