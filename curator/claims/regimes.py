@@ -46,10 +46,12 @@ import bisect
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from grimoire.context import Context
 from grimoire.records import Episode, EpisodeType, Regime
 
-__all__ = ["PLACED_KEY", "placed", "read_placed", "unplaced", "with_market_regimes"]
+__all__ = ["PLACED_KEY", "placed", "read_placed", "to_place", "with_market_regimes"]
 
 _MARKET_RECORD = (EpisodeType.OBSERVATION, EpisodeType.REGIME_SHIFT)  # where labels are read
 _MAX_LABELS = 20_000  # labelled episodes read for one placement, at most (the newest)
@@ -58,7 +60,7 @@ _MAX_KEPT = 200_000  # placements kept; past it the memo starts again
 PLACED_KEY = "market_regimes"
 
 
-def unplaced(episodes: Sequence[Episode], votes: int = 1) -> list[Episode]:
+def to_place(episodes: Sequence[Episode], votes: int = 1) -> list[Episode]:
     """The action episodes of ``episodes`` to place: those that carry no regime, and with
     ``votes`` > 1 every action (its own label one of the votes)."""
     return [e for e in episodes if e.type is EpisodeType.ACTION
@@ -76,7 +78,7 @@ def placed(episodes: Sequence[Episode], labelled: Sequence[Episode], max_gap_ms:
     is not read: the market's record of a moment is what places it."""
     if votes < 1:
         raise ValueError(f"votes must be at least 1, got {votes!r}")
-    if max_gap_ms <= 0 or not unplaced(episodes, votes):
+    if max_gap_ms <= 0 or not to_place(episodes, votes):
         return list(episodes)
     marks: dict[tuple[int, str], tuple[Regime, bool]] = {}
     for e in (*labelled, *episodes):
@@ -103,15 +105,38 @@ def _vote_predicts_better(marks: dict[tuple[int, str], tuple[Regime, bool]],
     """Whether the vote names each label from the labels before it more often than the
     newest label before it does (each label held out in turn). A vote only pays where
     labels are wrong now and then: where they are right, it lags each real change by a
-    few labels that the newest label follows at once, so the labels themselves choose."""
-    by_vote = by_newest = 0
-    for i in range(1, len(keys)):
-        said = marks[keys[i]][0]
-        oldest = times[i] - max_gap_ms
-        if times[i - 1] < oldest:
-            continue
-        by_newest += marks[keys[i - 1]][0] is said
-        by_vote += _vote(marks, keys, times, i - 1, oldest, votes, None) is said
+    few labels that the newest label follows at once, so the labels themselves choose.
+
+    The same vote as ``_vote`` (without an own label), for every label at once: a window
+    of thousands of labels is read on every learner run that places new actions, and a
+    call of ``_vote`` per label cost 26 ms at 10,000 labels."""
+    n = len(keys)
+    if n < 2:
+        return False
+    index = {r: c for c, r in enumerate(Regime)}
+    code = np.array([index[marks[k][0]] for k in keys], dtype=np.int64)
+    shift = np.array([marks[k][1] for k in keys], dtype=bool)
+    at = np.asarray(times, dtype=np.int64)
+    held = np.arange(1, n)  # each label held out in turn
+    oldest = at[held] - max_gap_ms
+    judged = at[held - 1] >= oldest  # the newest label before it is not too old
+    counts = np.zeros((n - 1, len(index)), dtype=np.int64)
+    first = np.full((n - 1, len(index)), votes, dtype=np.int64)  # newest vote's position
+    alive = np.ones(n - 1, dtype=bool)  # no regime shift passed yet
+    rows = np.arange(n - 1)
+    for k in range(votes):
+        j = held - 1 - k
+        inside = j >= 0
+        jc = np.maximum(j, 0)
+        ok = alive & inside & (at[jc] >= oldest)
+        counts[rows[ok], code[jc[ok]]] += 1
+        first[rows[ok], code[jc[ok]]] = np.minimum(first[rows[ok], code[jc[ok]]], k)
+        alive &= ~(ok & shift[jc])
+    # most votes, a tie the newest (first position smallest): as ``_vote``'s max
+    winner = np.argmax(counts * (votes + 1) - first, axis=1)
+    voted = counts.max(axis=1) > 0
+    by_vote = int(np.sum(judged & voted & (winner == code[held])))
+    by_newest = int(np.sum(judged & (code[held - 1] == code[held])))
     return by_vote > by_newest
 
 
@@ -151,7 +176,7 @@ def with_market_regimes(ctx: Context, episodes: Sequence[Episode]) -> list[Episo
     later). No read at all when every action carries a regime and ``regime_votes`` is 1."""
     gap = int(ctx.config.distiller.regime_context_ms)
     votes = int(ctx.config.distiller.regime_votes)
-    missing = unplaced(episodes, votes)
+    missing = to_place(episodes, votes)
     if gap <= 0 or not missing:
         return list(episodes)
     with ctx.state_lock:

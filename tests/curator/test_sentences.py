@@ -17,6 +17,7 @@ from grimoire import Grimoire
 from grimoire.records import Category, EntryStatus
 from playbook.render_text import entry_sentence
 from tests.curator.test_curator_support import GAS_CLAIM, deltas, get, put, start_cycle
+from tests.stores.semantic.test_semantic_entries import index_pages
 
 
 def _judged(g: Grimoire, entry_id: str, **numbers: float) -> None:
@@ -57,20 +58,10 @@ def test_an_entry_without_a_claim_keeps_its_words(g: Grimoire) -> None:
 
 
 def test_the_phase_leaves_the_text_index_in_one_segment(g: Grimoire) -> None:
-    import apsw
-
     made = [put(g, content=f"Gas spikes after launch {i} on chain {i % 3}.") for i in range(40)]
     path = g.context.data_dir / "semantic.sqlite"
-
-    def pages() -> int:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            return int(conn.execute("SELECT count(*) FROM entries_fts_data").fetchone()[0])
-        finally:
-            conn.close()
-
-    written = pages()
+    written = index_pages(path)
     assert refresh_sentences(start_cycle(g))["refreshed"] == 0
-    assert pages() < written  # forty one-entry transactions, merged
+    assert index_pages(path) < written  # forty one-entry transactions, merged
     found = g.context.semantic.bm25("launch 7 chain", 3)
     assert found and found[0][0].id == made[7].id

@@ -191,3 +191,38 @@ def test_an_action_s_own_label_is_its_newest_vote() -> None:
     # where the market's labels are right, an action keeps its own: no vote
     clean = [_episode(i, T0 + (i - 1) * MINUTE, obs, side) for i in range(5)]
     assert placed([stray], clean, 60 * MINUTE, votes=5)[0].regime is bear
+
+
+def test_the_held_out_check_counts_as_the_vote_itself_does() -> None:
+    """``_vote_predicts_better`` (all labels at once) agrees with ``_vote`` asked per label,
+    over labels with regime shifts, gaps older than the context and noise."""
+    from curator.claims.regimes import _vote, _vote_predicts_better
+
+    rng = np.random.default_rng(3)
+    regimes = list(Regime)
+    outcomes: set[bool] = set()
+    for trial in range(40):
+        noise, gap = [0.0, 0.1, 0.3][trial % 3], int(rng.integers(2, 12)) * MINUTE
+        marks: dict[tuple[int, str], tuple[Regime, bool]] = {}
+        ts, true = T0, regimes[0]
+        for i in range(int(rng.integers(2, 120))):
+            ts += int(rng.integers(1, 8)) * MINUTE
+            shift = rng.random() < 0.05
+            if shift or rng.random() < 0.03:
+                true = regimes[int(rng.integers(len(regimes)))]
+            said = true if rng.random() >= noise else regimes[int(rng.integers(len(regimes)))]
+            marks[(ts, f"m{i}")] = (true if shift else said, shift)
+        keys = sorted(marks)
+        times = [t for t, _ in keys]
+        for votes in (2, 3, 5):
+            by_vote = by_newest = 0
+            for i in range(1, len(keys)):
+                said = marks[keys[i]][0]
+                if times[i - 1] < times[i] - gap:
+                    continue
+                by_newest += marks[keys[i - 1]][0] is said
+                by_vote += _vote(marks, keys, times, i - 1, times[i] - gap, votes, None) is said
+            expected = by_vote > by_newest
+            outcomes.add(expected)
+            assert _vote_predicts_better(marks, keys, times, gap, votes) == expected
+    assert outcomes == {True, False}  # both answers were checked

@@ -482,7 +482,8 @@ def test_evidence_counts_each_episode_once_per_entry(store: SemanticStore) -> No
     assert store.count_evidence("e1") == (2, 1)
 
 
-def _index_pages(path: Path) -> int:
+def index_pages(path: Path) -> int:
+    """Pages of the entries' full-text index (rows of its data table), read beside the store."""
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return int(conn.execute("SELECT count(*) FROM entries_fts_data").fetchone()[0])
@@ -505,11 +506,11 @@ def test_merging_the_text_index_keeps_every_answer_and_reads_fewer_pages(tmp_pat
         store.update_entry(dataclasses.replace(entry, content=text), embedder.embed([text])[0])
     queries = ["gas oracle", "swap volume spread", "restated bridge", "note 17"]
     before = [[(e.id, round(s, 9)) for e, s in store.bm25(q, 20)] for q in queries]
-    pages = _index_pages(path)
+    pages = index_pages(path)
     store.merge_text_index()
-    merged = _index_pages(path)
+    merged = index_pages(path)
     assert merged < pages
     assert [[(e.id, round(s, 9)) for e, s in store.bm25(q, 20)] for q in queries] == before
     store.merge_text_index()  # one segment already: nothing to do
-    assert _index_pages(path) == merged
+    assert index_pages(path) == merged
     store.close()
