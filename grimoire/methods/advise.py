@@ -135,11 +135,12 @@ def _active_rules(ctx: Context, categories: tuple[Category, ...]
                   ) -> tuple[list[GrimoireEntry], dict[str, GrimoireEntry | None]]:
     """The active rules of ``categories`` and the insights the derived ones stand on.
 
-    Kept in ``ctx.extras`` under the semantic store's read mark, so the agent's calls
-    between two commits decode the rows once (an agent asks thousands of times a day; the
-    rules change at a curator cycle or an outcome): the mark moves with every commit, so a
-    kept list is never older than what a read would return."""
-    mark = ctx.semantic.read_mark()
+    Kept in ``ctx.extras`` under the semantic store's entries mark, so the agent's calls
+    between two changes to the entries decode the rows once (an agent asks thousands of
+    times a day; the rules change at a curator cycle or an outcome, while every retrieval
+    commits its own log row): the mark moves with every write to an entry, so a kept list
+    is never older than what a read would return."""
+    mark = ctx.semantic.entries_mark()
     held = ctx.extras.get(_RULES_KEY)
     if mark is not None and held is not None and held[0] == (mark, categories):
         return held[1], held[2]

@@ -224,16 +224,21 @@ class Connections:
         """True when the calling thread is inside ``transaction()``."""
         return self._owner == threading.get_ident()
 
-    def read_mark(self) -> tuple[int, int] | None:
+    def read_mark(self, counter: Callable[[apsw.Connection], Any] | None = None
+                  ) -> tuple[int, int] | None:
         """A token that changes whenever what ``read()`` shows may have changed: (the calling
         thread's reader, its ``PRAGMA data_version``, which moves with every commit of
         another connection, the writer's included). A caller may keep what it read under
         the token and reuse it while the token is unchanged. None inside a transaction (the
-        writer's own uncommitted writes move no counter): read afresh then."""
+        writer's own uncommitted writes move no counter): read afresh then.
+
+        ``counter`` narrows it: a value the store's own triggers move with every change to
+        what the caller keeps (read through the same reader), in place of data_version."""
         if self.in_transaction():
             return None
         conn = self.read()
-        version = conn.execute("PRAGMA data_version").get
+        version = (conn.execute("PRAGMA data_version").get if counter is None
+                   else counter(conn))
         return int(self._local.serial), int(version)
 
     def read(self) -> apsw.Connection:

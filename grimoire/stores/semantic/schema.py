@@ -271,8 +271,39 @@ ALTER TABLE causal_edges ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE causal_edges ADD COLUMN used_at INTEGER;
 """
 
+# A counter that moves with every change to grimoire_entries but a retrieval's
+# access_count bump, and with nothing else (``SemanticStore.entries_mark``): what is kept
+# from the entries (the active rules ``rules.applicable`` and ``retrieve`` match a
+# situation against) stays valid across the commits that do not touch them: the log of
+# each retrieval (with the access counts of the entries it served, which no reader of the
+# rules shows), its mentions, outcomes. Under PRAGMA data_version every retrieval's own
+# log write made the next one decode the rules again. A column added to grimoire_entries
+# later joins this trigger's list (a test compares it with ENTRY_COLUMNS).
+_V7 = """
+CREATE TABLE entries_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    n   INTEGER NOT NULL
+) STRICT;
+INSERT INTO entries_version (one, n) VALUES (1, 0);
+CREATE TRIGGER entries_version_insert AFTER INSERT ON grimoire_entries BEGIN
+    UPDATE entries_version SET n = n + 1;
+END;
+CREATE TRIGGER entries_version_update AFTER UPDATE OF
+    id, category, content, confidence, quality_score, decay_class,
+    provenance, created_at, last_accessed_at, validated_count, contradicted_count, market_regime,
+    valid_from, valid_until, parent_episode_ids, tags, source, emotional_tag,
+    strength, status, consecutive_low_confidence, strategy, is_bloodstain, dream_validated,
+    claim, claim_key, parent_entry_ids, updated_at
+    ON grimoire_entries BEGIN
+    UPDATE entries_version SET n = n + 1;
+END;
+CREATE TRIGGER entries_version_delete AFTER DELETE ON grimoire_entries BEGIN
+    UPDATE entries_version SET n = n + 1;
+END;
+"""
+
 # Append-only. {dim} is the embedding dimension (an int, formatted in).
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

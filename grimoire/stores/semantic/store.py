@@ -269,6 +269,15 @@ class SemanticStore(SemanticBase):
         with store_errors("read_mark"):
             return self._db.read_mark()
 
+    def entries_mark(self) -> tuple[int, int] | None:
+        """A token that changes whenever an entry may have changed (a counter every insert,
+        update or delete of an entry moves, read by this thread's reader): what a caller
+        derived from entries alone stays valid while it is unchanged, across commits that
+        wrote only logs. None inside a write transaction."""
+        with store_errors("entries_mark"):
+            return self._db.read_mark(
+                lambda conn: conn.execute("SELECT n FROM entries_version").get)
+
     def short_ids(self, ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
         """Each id's shortest prefix of at least ``min_chars`` unique among every entry in
         the store (whatever its status): what a table may print and ``entry.get`` /

@@ -24,6 +24,7 @@ from grimoire.records import (
     Provenance,
     Regime,
 )
+from grimoire.stores.semantic.codec import ENTRY_COLUMNS
 from grimoire.stores.semantic.store import SemanticStore
 from grimoire.stores.semantic.types import EntryFilter
 from tests.stores.semantic.test_semantic_support import (
@@ -119,6 +120,33 @@ def test_update_replaces_the_record_and_optionally_the_vector(
     assert [e.id for e, _ in store.bm25("slippage", 5)] == [entry.id]
     assert store.bm25("cheap", 5) == []  # the old content left the full-text index
     assert fts_in_sync(store._db.path)
+
+
+def test_the_entries_mark_moves_with_entries_and_not_with_logs(
+        store: SemanticStore, rng: np.random.Generator) -> None:
+    """What is derived from entries alone (the active rules) stays valid across commits
+    that wrote only a retrieval's log; any insert, update or delete of an entry moves it."""
+    entry = make_entry()
+    store.insert_entry(entry, unit(rng))
+    first = store.entries_mark()
+    store.log_retrieval("r1", query="gas", mode="deciding", items=[{"id": entry.id}])
+    assert store.entries_mark() == first  # data_version moved; the entries did not
+    assert store.read_mark() is not None
+    store.update_entry(dataclasses.replace(entry, confidence=0.9))
+    second = store.entries_mark()
+    assert second is not None and second != first
+    with store.transaction():
+        assert store.entries_mark() is None  # the writer's own uncommitted rows
+    store.bump_entry_access([entry.id])  # a served entry's count: no reader of rules shows it
+    assert store.entries_mark() == second
+    other = make_entry()
+    store.insert_entry(other, unit(rng))
+    third = store.entries_mark()
+    assert third is not None and third != second
+    (sql,) = store._db.read().execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'entries_version_update'").fetchone()
+    watched = sql[sql.index("UPDATE OF") + len("UPDATE OF"):sql.index(" ON ")]
+    assert {c.strip() for c in watched.split(",")} == set(ENTRY_COLUMNS) - {"access_count"}
 
 
 def test_update_of_an_unknown_entry_is_not_found(store: SemanticStore) -> None:
@@ -447,6 +475,8 @@ def test_public_surface() -> None:
         "merge_text_index",
         # callers keep what they read between commits (rules.applicable's active rules)
         "read_mark",
+        # ... and what they derived from entries alone across commits that wrote only logs
+        "entries_mark",
     }
 
 
