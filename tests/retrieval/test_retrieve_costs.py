@@ -4,9 +4,10 @@ Each test pins one mechanism of issue 15's retrieval work by its behaviour (neve
 timing): the log write is deferred until the answer has gone (over the socket it is not
 even handed to a thread before) but never makes a waiter wait; the log's rounding and
 baseline are computed from the handed-over breakdowns; the keyword and graph backends run
-as one job in the read pool, at the lowest priority, and the caller never waits for it; a
-pooled episode's candidate (with its vector) and the KG walk from a query's entities are
-computed once, until what they depend on changes.
+as one job in the read pool, at the lowest priority, and the caller computes what the pool
+has not started and waits for what it is running; a pooled episode's candidate (with its
+vector) and the KG walk from a query's entities are computed once, until what they depend
+on changes.
 """
 
 from __future__ import annotations
@@ -273,3 +274,53 @@ def test_close_waits_for_a_backend_still_running_in_the_read_pool(
     release.set()
     closing.join(30)
     assert not closing.is_alive()
+
+
+def test_bm25_leaves_out_words_its_weighting_would_zero(tmp_path: Path) -> None:
+    """FTS5 clamps the IDF of a word in half the documents or more to 1e-6: such a word
+    cannot reorder what a rarer word matches, so the entry query leaves it out (fewer
+    matches to score); a query of only such words keeps them all (FTS5 still orders
+    those matches, and that is all BM25 has to give)."""
+    from grimoire.retrieval.stages.terms import selective_words
+
+    clock = FrozenClock()
+    with open_grimoire(tmp_path / "data", clock) as g:
+        for text in ("WETH swaps slip on base", "WETH gas spikes at noon",
+                     "WETH oracle lags spot", "WETH pools thin out at night"):
+            put_entry(g, text)
+        words = ["WETH", "oracle"]
+        assert selective_words(g.context, "entry", words) == "oracle"
+        assert selective_words(g.context, "entry", ["WETH"]) == "WETH"
+        found = g.retrieve(query="WETH oracle", k=3, kinds=["entry"])
+        assert found["items"][0]["content"] == "WETH oracle lags spot"
+
+
+def test_the_caller_takes_a_backend_the_pool_is_running_instead_of_computing_it_again(
+        g: Grimoire, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once it has computed the backends the pool has not started, the caller waits for the
+    one the pool is running (it has a core by then) rather than computing it a second
+    time beside it."""
+    entered = threading.Event()
+    release = threading.Event()
+    calls: list[str] = []
+    real = sources._bm25_entries
+
+    def in_the_pool_until_released(*args: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        if threading.current_thread().name.startswith("grimoire-retrieval-reads"):
+            entered.set()
+            release.wait(30)
+        return real(*args)
+
+    def once_the_pool_has_started(*args: Any) -> Any:
+        entered.wait(30)
+        threading.Timer(0.2, release.set).start()  # the pool's copy is running meanwhile
+        return real_finish(*args)
+
+    real_finish = pipeline.finish_keyword
+    monkeypatch.setattr(sources, "_RUNNING_WAIT_S", 30.0)
+    monkeypatch.setattr(sources, "_bm25_entries", in_the_pool_until_released)
+    monkeypatch.setattr(pipeline, "finish_keyword", once_the_pool_has_started)
+    result = g.retrieve(query="gas on base", k=3)
+    assert "bm25.entry" in result["trace"]["backends"]
+    assert len(calls) == 1 and calls[0].startswith("grimoire-retrieval-reads")

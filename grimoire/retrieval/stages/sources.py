@@ -45,6 +45,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,10 @@ _READ_WORKERS = 3
 # it, the caller computes itself (``finish_keyword``), so a busy machine costs the retrieve
 # the backends' own time, not the time a low-priority thread waits for a core.
 _READ_NICE = 19
+# How long the caller waits for a backend the pool is running once it has computed the
+# rest (``_outcomes``): after the embedding the pool's thread has a core of its own and a
+# backend takes 0.1-1.5 ms on a full-horizon store; past this the caller computes it too.
+_RUNNING_WAIT_S = 0.003
 _READS_LOCK = threading.Lock()
 _READS: ThreadPoolExecutor | None = None
 _IN_FLIGHT = "retrieval.reads.in_flight"  # ctx.extras key: this context's running pool jobs
@@ -332,15 +337,34 @@ def settle_reads(ctx: Context, timeout_s: float = 10.0) -> bool:
     return not wait_futures(jobs, timeout=timeout_s).not_done if jobs else True
 
 
-def _outcome(keyword: Keyword, future: Future[Any]) -> Any:
-    """The backend's result: the pool's when it has finished, else computed here (a part
-    not started is cancelled; one under way is left to finish unused). These are reads,
-    so computing one twice is safe; the caller never waits for the low-priority pool."""
-    if future.done() or future not in keyword.work:
-        return future.result()
-    future.cancel()
-    fn, args = keyword.work[future]
-    return fn(*args)
+def _outcomes(keyword: Keyword) -> dict[Future[Any], Any]:
+    """Every backend's result. The pool runs them in order (BM25 entries, BM25 episodes,
+    graph); the caller takes them from the other end: one the pool has not started it
+    cancels and computes itself, so the two threads work on both cores once the embedding
+    is done (the pool's thread gets almost no CPU while onnxruntime holds them). One the
+    pool is running when the caller has computed the rest is waited for, up to
+    ``_RUNNING_WAIT_S`` (it has a core of its own by then), and computed here after that:
+    a busy machine costs the retrieve at most that wait plus the backend's own time, never
+    the time a low-priority thread waits for a core. Computing a backend twice is safe
+    (reads); the pool's late copy is dropped."""
+    results: dict[Future[Any], Any] = {}
+    running: list[Future[Any]] = []
+    for future in reversed(list(keyword.work)):
+        if future.done() or future.cancel():
+            if not future.cancelled():
+                results[future] = future.result()
+                continue
+            fn, args = keyword.work[future]
+            results[future] = fn(*args)
+        else:
+            running.append(future)
+    for future in running:
+        try:
+            results[future] = future.result(timeout=_RUNNING_WAIT_S)
+        except FutureTimeout:
+            fn, args = keyword.work[future]
+            results[future] = fn(*args)
+    return results
 
 
 def vector_entries(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool) -> None:
@@ -402,17 +426,18 @@ def temporal_episodes(ctx: Context, req: RetrieveRequest, q: Vector, pool: Pool,
 
 def finish_keyword(keyword: Keyword, pool: Pool, kinds: Sequence[str]) -> None:
     """Add what the keyword and graph backends found, in a fixed order (computing here
-    whatever the read pool has not finished: ``_outcome``)."""
+    whatever the read pool has not started: ``_outcomes``)."""
+    results = _outcomes(keyword)
     if keyword.entries is not None:
-        found = _outcome(keyword, keyword.entries)
+        found = results[keyword.entries]
         if "entry" in kinds:
             pool.add("bm25.entry", [e for e, _ in found], [s for _, s in found])
     if keyword.episodes is not None:
-        episodes = _outcome(keyword, keyword.episodes)
+        episodes = results[keyword.episodes]
         if "episode" in kinds:
             pool.add("bm25.episode", [e for e, _ in episodes], [s for _, s in episodes])
     if keyword.graph is not None:
-        ranked, trace = _outcome(keyword, keyword.graph)
+        ranked, trace = results[keyword.graph]
         pool.graph = trace
         for kind, items in ranked.items():
             if items and kind in kinds:

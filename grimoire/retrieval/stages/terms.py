@@ -10,7 +10,9 @@ query word's document frequency is estimated from a sample of recent texts
 (the newest ``SAMPLE`` episodes, the newest ``SAMPLE`` entries); words are
 kept rarest first while their expected matches add up to at most
 ``retrieval.bm25_max_matches`` documents, and the rest are left to the
-vector backend. When no word fits, BM25 is skipped for that kind.
+vector backend. When no word fits, BM25 is skipped for that kind. In a
+smaller corpus every word fits; there the words in half the documents or
+more are left out, as BM25's weighting zeroes them (``_weighted_words``).
 
 Words are compared after a light normalisation (lower case, common English
 suffixes off), close enough to the stores' porter stemmer for an estimate.
@@ -137,7 +139,7 @@ def selective_words(ctx: Context, kind: str, words: Sequence[str]) -> str:
     total = ctx.episodes.count() if kind == "episode" else ctx.semantic.max_entry_rid()
     cap = ctx.config.retrieval.bm25_max_matches
     if total <= cap:
-        return " ".join(words)
+        return _weighted_words(_sample(ctx, kind), words)
     sample = _sample(ctx, kind)
     expected = sorted((sample.share(w) * total, i) for i, w in enumerate(words))
     kept: set[int] = set()
@@ -148,6 +150,19 @@ def selective_words(ctx: Context, kind: str, words: Sequence[str]) -> str:
         budget -= matches
         kept.add(index)
     return " ".join(w for i, w in enumerate(words) if i in kept)
+
+
+def _weighted_words(sample: TermSample, words: Sequence[str]) -> str:
+    """The words BM25 gives a weight, space-joined (all of them when none has one).
+
+    FTS5's BM25 takes a word's IDF as ``log((N - n + 0.5) / (n + 0.5))`` and clamps it to
+    1e-6 when that is not positive: a word in half the documents or more cannot change the
+    order of the documents that match a rarer word, it only makes every other document a
+    match (a 13-word situation over 152 entries: 1.45 ms with its five such words, 0.84 ms
+    without). When every word is that common the query keeps them all: FTS5 still orders
+    those matches (by term frequency and length), and that order is all BM25 has to give."""
+    kept = [w for w in words if sample.share(w) < 0.5]
+    return " ".join(kept if kept else words)
 
 
 def observe_episode_terms(ctx: Context, episodes: Sequence[Any], _: Any) -> None:
