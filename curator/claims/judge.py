@@ -56,7 +56,7 @@ from curator.distiller import stats
 from grimoire.records import Claim
 
 __all__ = ["Verdict", "against_rest", "causal_verdict", "judge_claim", "midpoint_verdict",
-           "predictions", "reference_level", "reversal", "stratified_level"]
+           "predictions", "rate_alternative", "reference_level", "reversal", "stratified_level"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,8 @@ class Verdict:
     # A metric claim's level outside its condition within this same window (the hours and
     # market the new episodes saw); None with fewer than ``min_support`` such episodes.
     rest: float | None = None
+    # An outcome rate's alternative to its baseline (``rate_alternative``); None: the effect.
+    holds_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,8 @@ class Verdict:
             "effect": round(self.effect, 6), "baseline": round(self.baseline, 6),
             "target": self.target,
             **({} if self.reference is None else {"reference": round(self.reference, 6)}),
+            **({"holds_at": round(self.holds_at, 6)}
+               if self.holds_at is not None and self.holds_at != self.effect else {}),
             **({"log_p_against_rest": round(self.log_p_against, 4)}
                if self.log_p_against < 0 else {}),
         }
@@ -137,7 +141,7 @@ def predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
 def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
                 max_predictions: int = 1, level: float | None = None,
                 reference: EpisodeWindow | None = None,
-                strata: Sequence[str] = ()) -> Verdict | None:
+                strata: Sequence[str] = (), least_gap: float = 0.0) -> Verdict | None:
     """The verdict on a metric or outcome-rate claim; None when the claim is not of that kind
     or its condition cannot be read. Fewer than ``min_support`` matching episodes: undecided.
 
@@ -151,7 +155,11 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     An hour-of-day claim is judged within ``strata`` (``distiller.hour_strata``, as it was
     learned): each new episode of the window is compared with the level outside the window
     in its own stratum (its regime), so that a day whose afternoon fell in a calm regime
-    is not taken for an afternoon that stopped being busy (direct standardisation)."""
+    is not taken for an afternoon that stopped being busy (direct standardisation).
+
+    An outcome-rate claim, with ``least_gap`` (``distiller.min_rate_gap``) > 0, is judged on
+    whether its rule still holds, not on whether the episodes reproduce the rate it was
+    learned at (``rate_alternative``)."""
     mask = claim_mask(window, claim)
     if mask is None:
         return None
@@ -187,13 +195,14 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
         if level is not None and observed is not None and n >= min_support:
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
-            right = causal_verdict(k, n, claim.effect, claim.baseline, level)
+            holds = rate_alternative(claim, least_gap)
+            right = causal_verdict(k, n, holds, claim.baseline, level)
             if not claim.states_its_direction():
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,
                            predictions(right, n, min_support, max_predictions),
                            tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
-                           log_p_against=log_p_against)
+                           log_p_against=log_p_against, holds_at=holds)
     else:
         return None
     right = None
@@ -213,6 +222,27 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
                    predictions(right, n, min_support, max_predictions),
                    tuple(window.episodes[i].id for i in np.flatnonzero(rows)),
                    reference=level_outside, log_p_against=log_p_against, rest=rest_level)
+
+
+def rate_alternative(claim: Claim, least_gap: float) -> float:
+    """The rate an outcome-rate claim's verdict weighs against its baseline: what the claim
+    asserts, as the learners test it (``distiller.match``): a gap of at least ``least_gap``
+    (``distiller.min_rate_gap``) or half its own, whichever is larger; the claim's own
+    effect when ``least_gap`` is 0 or its gap is no larger than that.
+
+    Why not the effect: a learner states the most extreme of many hypotheses it tested, so
+    the rate it states is inflated by the selection (a warning learned at 93% on 15 swaps
+    whose rate is 80%), and a rule weighed against that rate is worn down by ordinary
+    windows (6 of 11 swaps lost: below the 81/40 midpoint, P = 0.05 under 81%) although
+    every window showed the rule (losses above the 40% base). Whether the episodes still
+    show the gap the rule asserts is what makes it right or wrong; the rate it states is
+    kept honest apart: every episode a verdict counts joins the claim's running rate
+    (``vote_change``)."""
+    gap = claim.effect - claim.baseline
+    least = max(least_gap, abs(gap) / 2.0)
+    if least_gap <= 0.0 or abs(gap) <= least:
+        return claim.effect
+    return claim.baseline + (least if gap > 0 else -least)
 
 
 def reference_level(window: EpisodeWindow, claim: Claim, min_support: int) -> float | None:

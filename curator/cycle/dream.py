@@ -103,7 +103,8 @@ def _judge(cy: Cycle, entry: GrimoireEntry, claim: Claim, episodes: list[Any]
     support, level = cfg.curator.validate_min_support, cfg.curator.causal_verdict_level
     outcome = claim.target in (NEGATIVE_RATE, POSITIVE_RATE)
     replay = judge_claim(window, claim, support, 1, level=level if outcome else None,
-                         reference=window, strata=cfg.distiller.hour_strata)
+                         reference=window, strata=cfg.distiller.hour_strata,
+                         least_gap=cfg.distiller.min_rate_gap if entry.validated_count else 0.0)
     cf, figures = counterfactual(window, claim, support, level)
     return replay, cf, figures
 

@@ -240,6 +240,7 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
     found_claims = [(entry, _claim_of(entry, by_id)) for entry in entries] if cy.window else []
     counted_at = cy.ctx.semantic.last_evidence_at(
         [e.id for e, found in found_claims if found is not None])
+    borne_out: set[str] = set()  # claim keys an entry stating them has ✓ for
     for entry, found in found_claims:
         if found is None or found[0].target.startswith("event:"):
             continue
@@ -248,12 +249,14 @@ def validate_predictions(cy: Cycle) -> dict[str, Any]:
         key = f"{claim.key}@{since}"
         judged.append((entry, via, key))
         pending.setdefault(key, (claim, since))
+        if entry.validated_count > 0:
+            borne_out.add(key)
         if via is None:
             owners.setdefault(key, (entry.id, learned))
     pools["since"] = _oldest(since for _, since in pending.values())
     for key, (claim, since) in pending.items():
         claims[key] = claim
-        verdicts[key] = _judge(cy, window, claim, pools, since)
+        verdicts[key] = _judge(cy, window, claim, pools, since, borne_out=key in borne_out)
     runs = failing_runs(cy, owners, claims, verdicts, pools)
     flipped = find_reversals(cy, claims, verdicts, runs)  # key -> the claim made now
     for key in flipped:  # counted as the evidence it is; the reversal is its own transition
@@ -331,7 +334,7 @@ def _episode_pool(cy: Cycle) -> EpisodeWindow:
 
 
 def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any],
-           since: int | None = None) -> Verdict | None:
+           since: int | None = None, *, borne_out: bool = False) -> Verdict | None:
     """The new episodes' verdict on ``claim``; when they do not decide it, the verdict of
     all its pending episodes (``_pending_pool``). A metric claim is judged against its
     target's level outside its condition (over the lookback for the new episodes, over the
@@ -342,7 +345,15 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
     a cycle's window that began before the learner ran, still hold the episodes that made
     the claim, and a claim the learner selected because those episodes happened to show it
     would be 'confirmed' by them (a false positive confirming itself). The level outside
-    its condition is not evidence."""
+    its condition is not evidence.
+
+    An outcome-rate claim new episodes have already borne out (``borne_out``: ✓ > 0) is
+    judged on the gap it asserts (``judge.rate_alternative``); one they never have, on the
+    rate it was learned at. A claim the learner selected from many must first show that
+    its selection was not chance, and a false positive's windows at the base rate fall
+    decisively below its learned rate soon; once borne out, what its learned rate owes to
+    the selection (a warning learned at 93% on 15 swaps of an 80% rule) must not wear it
+    down window after window."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
     min_support = cfg.curator.validate_min_support
@@ -350,12 +361,15 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
         window = _after(pools, "window", window, since)
     if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         level = cfg.curator.causal_verdict_level
-        verdict = judge_claim(window, claim, min_support, max_votes, level=level)
+        gap = cfg.distiller.min_rate_gap if borne_out else 0.0
+        verdict = judge_claim(window, claim, min_support, max_votes, level=level,
+                              least_gap=gap)
         if verdict is None or verdict.right is None:
             actions = _pending_pool(cy, pools, "actions")
             if since is not None:
                 actions = _after(pools, "actions", actions, since)
-            verdict = judge_claim(actions, claim, min_support, max_votes, level=level)
+            verdict = judge_claim(actions, claim, min_support, max_votes, level=level,
+                                  least_gap=gap)
         return verdict
     if claim.target.startswith("metric:") and "episodes" not in pools:
         pools["episodes"] = _episode_pool(cy)

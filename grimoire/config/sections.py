@@ -143,7 +143,7 @@ class DistillerConfig:
     min_support: int = opt(3, "episodes a finding needs at least")
     alpha: float = opt(0.01, "family-wise significance level (Holm-corrected over conditions)")
     min_effect: float = opt(0.25, "minimum relative effect size of a metric finding")
-    min_rate_gap: float = opt(0.2, "minimum outcome-rate gap against the base rate")
+    min_rate_gap: float = opt(0.2, "outcome-rate gap to learn (and judge a borne-out) rate rule")
     hour_windows: list[int] = opt([2, 3, 4, 6], "hour-of-day window widths tried")
     causal_lag_ms: int = opt(600_000, "window in which event B must follow A for a causal link")
     causal_min_support: int = opt(3, "A→B occurrences a causal link needs at least")

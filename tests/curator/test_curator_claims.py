@@ -18,6 +18,7 @@ from curator.claims import (
     event_keys,
     judge_claim,
     midpoint_verdict,
+    rate_alternative,
     reversal,
 )
 from grimoire.ids import new_id
@@ -418,3 +419,33 @@ def test_a_reversed_metric_claim_states_the_gap_of_its_own_window() -> None:
                                for i in range(4)])
     again = judge_claim(calm, flipped, 3)
     assert again is not None and again.right is True
+
+
+def test_a_rate_rule_is_judged_on_the_gap_it_asserts_not_the_rate_it_was_learned_at() -> None:
+    """"WBTC swaps lose in bear: 81% vs 40%" was learned at the top of many hypotheses, and
+    ordinary windows of an 80% rule fall below its 81/40 midpoint now and then (6 of 11
+    lost: P = 0.05 under 81%). Weighed, as its learner tests it, against the gap it
+    asserts (at least ``min_rate_gap`` or half its own: 60.5%), such a window is
+    undecided and pooled; one that shows the rule is right, one at the base rate is
+    wrong."""
+    claim = dataclasses.replace(SWAP_CLAIM, effect=0.81, baseline=0.40, support=15)
+    assert rate_alternative(claim, 0.2) == pytest.approx(0.605)
+    assert rate_alternative(claim, 0.0) == 0.81  # off: the claim's own effect
+    assert rate_alternative(dataclasses.replace(claim, effect=0.55), 0.2) == 0.55
+    assert rate_alternative(dataclasses.replace(claim, direction="lower", effect=0.05),
+                            0.2) == pytest.approx(0.20)
+
+    def window(lost: int, n: int = 11) -> EpisodeWindow:
+        return EpisodeWindow.of([ep(swap(hour(1) + i * 60_000,
+                                         "negative" if i < lost else "positive"))
+                                 for i in range(n)])
+
+    learned_at = judge_claim(window(6), claim, 3, 10, level=0.05)
+    assert learned_at is not None and learned_at.right is False  # against 81%: worn down
+    asserted = judge_claim(window(6), claim, 3, 10, level=0.05, least_gap=0.2)
+    assert asserted is not None and asserted.right is None and asserted.predictions == 0
+    shows = judge_claim(window(9), claim, 3, 10, level=0.05, least_gap=0.2)
+    assert shows is not None and shows.right is True
+    base = judge_claim(window(4, 20), claim, 3, 10, level=0.05, least_gap=0.2)
+    assert base is not None and base.right is False
+    assert base.to_dict()["holds_at"] == pytest.approx(0.605)
