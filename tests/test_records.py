@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -105,3 +106,17 @@ def test_uuid7_ids_are_time_ordered() -> None:
     assert all(is_uuid(i) for i in ids)
     assert id_time_ms(ids[7]) == 1_007
     assert not is_uuid("not-a-uuid") and not is_uuid(5)
+
+
+def test_uuid7_ids_of_one_millisecond_sort_in_creation_order() -> None:
+    """A frozen or replayed clock makes many ids in one millisecond: they must sort in the
+    order they were made (readers order "oldest first" by (time, id)), not at random."""
+    same = [new_id(2_000) for _ in range(500)]
+    assert same == sorted(same) and len(set(same)) == 500
+    assert {id_time_ms(i) for i in same} == {2_000}
+    # interleaved with another millisecond (an entry dated in the past between two episodes)
+    mixed = [new_id(t) for t in (3_000, 2_500, 3_000, 2_500, 3_000)]
+    assert mixed[0] < mixed[2] < mixed[4] and mixed[1] < mixed[3] < mixed[0]
+    assert [id_time_ms(i) for i in mixed] == [3_000, 2_500, 3_000, 2_500, 3_000]
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122
+               for i in [*same, *mixed])
