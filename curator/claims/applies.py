@@ -24,13 +24,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from curator.claims.window import EpisodeWindow, actions_of, condition_mask, term_field
+from curator.claims.window import (
+    EpisodeWindow,
+    actions_of,
+    condition_mask,
+    event_keys,
+    term_field,
+)
 from curator.cycle.derive import rule_actions
 from curator.cycle.transitions import derived_from
 from grimoire.records import Claim, Episode, GrimoireEntry
 
-__all__ = ["APPLIES", "MAY_APPLY", "Match", "Situation", "covered", "match_rule", "rule_claim",
-           "rule_conditions"]
+__all__ = ["APPLIES", "MAY_APPLY", "Match", "Situation", "covered", "link_events", "match_rule",
+           "rule_claim", "rule_conditions"]
 
 APPLIES = "applies"
 MAY_APPLY = "may_apply"
@@ -132,6 +138,26 @@ def match_rule(situation: Situation, rule: GrimoireEntry, parent: GrimoireEntry 
     return best
 
 
+def link_events(claim: Claim) -> tuple[str, str] | None:
+    """A causal link's two events (cause, effect) as ``event_keys`` names them; None for
+    any other claim."""
+    cause = claim.condition.get("event")
+    if not isinstance(cause, str) or not claim.target.startswith("event:"):
+        return None
+    return cause, claim.target.removeprefix("event:")
+
+
+def _occurrences(window: EpisodeWindow, ends: tuple[str, str], strategy: str | None
+                 ) -> npt.NDArray[np.bool_]:
+    """Which episodes of ``window`` are occurrences of either event, in ``strategy``'s scope
+    (None: the episodes written without a strategy, as ``check_causal`` reads a global
+    link)."""
+    wanted = set(ends)
+    return np.fromiter(
+        (e.strategy == strategy and not wanted.isdisjoint(event_keys(e))
+         for e in window.episodes), dtype=bool, count=window.size)
+
+
 def _better(a: Match, b: Match) -> bool:
     return (a.match == APPLIES, -len(a.missing)) > (b.match == APPLIES, -len(b.missing))
 
@@ -141,12 +167,18 @@ def covered(rule: GrimoireEntry, parent: GrimoireEntry | None, window: EpisodeWi
     """The episodes of ``window`` (a mask) that ``rule`` speaks about: its condition (any one
     of ``rule_conditions``) holds for each, read as ``match_rule`` reads a situation with
     every field given; a strategy's claim covers only that strategy's episodes, a global
-    claim every strategy's. No episode for a rule without a structured condition, an empty
-    condition (it would cover everything) or a term this reading cannot judge."""
+    claim every strategy's. A causal link ("A is followed by B within L") speaks about
+    every occurrence of A and of B, as the curator counts them (``event_keys``; a
+    strategy's link that strategy's, a global link those written without one). No episode
+    for a rule without a structured condition, an empty condition (it would cover
+    everything) or a term this reading cannot judge."""
     out = np.zeros(window.size, dtype=bool)
     claim = rule_claim(rule, parent)
     if claim is None or window.size == 0:
         return out
+    ends = link_events(claim)
+    if ends is not None:
+        return _occurrences(window, ends, claim.strategy)
     for condition in rule_conditions(rule, parent):
         if not condition:
             continue

@@ -51,8 +51,11 @@ __all__ = ["DEFAULT_CATEGORIES", "SITUATION_FIELDS", "advice_for", "applicable_r
 SITUATION_FIELDS = ("tool", "actions", "token_pair", "chain", "regime", "strategy", "metrics",
                     "timestamp")
 DEFAULT_CATEGORIES = (Category.WARNING, Category.HEURISTIC)
+# what retrieve's lessons-first step lifts above the episodes it speaks about
+COVERING_CATEGORIES = (*DEFAULT_CATEGORIES, Category.CAUSAL_LINK)
 MAX_LIMIT = 100
 _RULES_KEY = "advise.rules"  # ctx.extras: the active rules under the read mark they were read at
+_Rules = tuple[list[GrimoireEntry], dict[str, GrimoireEntry | None]]  # rules, their insights
 
 
 def parse_situation(value: object, field: str = "situation") -> Situation:
@@ -131,8 +134,7 @@ def _applied(rule: GrimoireEntry, parent: GrimoireEntry | None, found: Match, no
                        size, confidence * size, derived_from(rule))
 
 
-def _active_rules(ctx: Context, categories: tuple[Category, ...]
-                  ) -> tuple[list[GrimoireEntry], dict[str, GrimoireEntry | None]]:
+def _active_rules(ctx: Context, categories: tuple[Category, ...]) -> _Rules:
     """The active rules of ``categories`` and the insights the derived ones stand on.
 
     Kept in ``ctx.extras`` under the semantic store's entries mark, so the agent's calls
@@ -142,8 +144,10 @@ def _active_rules(ctx: Context, categories: tuple[Category, ...]
     is never older than what a read would return."""
     mark = ctx.semantic.entries_mark()
     held = ctx.extras.get(_RULES_KEY)
-    if mark is not None and held is not None and held[0] == (mark, categories):
-        return held[1], held[2]
+    kept: dict[tuple[Category, ...], _Rules] = (
+        held[1] if mark is not None and held is not None and held[0] == mark else {})
+    if categories in kept:
+        return kept[categories]
     rules = ctx.semantic.list_entries(
         EntryFilter(statuses=(EntryStatus.ACTIVE,), categories=categories), limit=None)
     parents: dict[str, GrimoireEntry | None] = {}
@@ -151,8 +155,8 @@ def _active_rules(ctx: Context, categories: tuple[Category, ...]
         parent_id = derived_from(rule) if rule.claim is None else None
         if parent_id is not None and parent_id not in parents:
             parents[parent_id] = ctx.semantic.get_entry(parent_id)
-    if mark is not None:
-        ctx.extras[_RULES_KEY] = ((mark, categories), rules, parents)
+    if mark is not None:  # one list per set of categories asked for (advise, covering)
+        ctx.extras[_RULES_KEY] = (mark, {**kept, categories: (rules, parents)})
     return rules, parents
 
 
@@ -209,14 +213,15 @@ def advice_for(ctx: Context, params: Mapping[str, Any]
 
 def covering(ctx: Context, entry_ids: Collection[str], episode_ids: Sequence[str]
              ) -> dict[str, list[str]]:
-    """For ``retrieve``'s lessons-first step: of the active rules among ``entry_ids``, each
-    one's episodes among ``episode_ids`` its structured condition holds for
-    (``curator.claims.applies.covered``), in ``episode_ids``' order; rules covering none
-    are left out. Read through the rule cache (``_active_rules``) and the pipeline's
-    episode cache, so a retrieval decodes nothing new between two commits."""
+    """For ``retrieve``'s lessons-first step: of the active rules and causal links among
+    ``entry_ids``, each one's episodes among ``episode_ids`` its structured condition holds
+    for, or a link's events (``curator.claims.applies.covered``), in ``episode_ids``'
+    order; those covering none are left out. Read through the rule cache (``_active_rules``)
+    and the pipeline's episode cache, so a retrieval decodes nothing new between two
+    commits."""
     if not entry_ids or not episode_ids:
         return {}
-    rules, parents = _active_rules(ctx, DEFAULT_CATEGORIES)
+    rules, parents = _active_rules(ctx, COVERING_CATEGORIES)
     wanted = [r for r in rules if r.id in entry_ids]
     if not wanted:
         return {}

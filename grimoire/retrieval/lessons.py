@@ -4,6 +4,9 @@ A rule (a warning or heuristic with a structured condition) speaks about every e
 condition holds for: it *covers* them. When a query finds both a rule and episodes the rule
 covers, the rule is the lesson those episodes taught, stated once with its evidence
 counted, and the agent asking before a decision wants it ahead of any single one of them.
+A causal link ("a clade alert is followed by a shift to high_vol within 10 min") covers
+the occurrences of its two events the same way: a question that finds the shifts to
+high_vol is asking what the link answers.
 So a covering rule's boosted score becomes its own plus the best boosted score among the
 relevant episodes it covers (``covers`` in its breakdown: that score, and how many of the
 pooled episodes it covers). Rules covering the same evidence keep the order of their own match.

@@ -146,3 +146,29 @@ def test_covered_reads_each_episode_as_a_situation_with_every_field_given() -> N
     assert mask(entry(claim=None)) == [False] * 4
     assert mask(entry(claim=claim({}))) == [False] * 4
     assert mask(entry(claim=claim({"event": "clade_alert"}))) == [False] * 4
+
+
+def test_a_causal_link_covers_the_occurrences_of_its_two_events() -> None:
+    """A link "A is followed by B" speaks about every occurrence of A and of B, named as the
+    curator counts them (a regime shift also by the regime it shifts to), in the link's
+    scope: a global link the episodes written without a strategy, as ``check_causal``."""
+    def ep(i: int, kind: str, **fields: Any) -> Episode:
+        return episode_from_params({"text": f"e{i}", "type": kind, **fields},
+                                   id=f"e{i}", now_ms=hour(i))
+    window = EpisodeWindow.of([
+        ep(0, "clade_alert"),
+        ep(1, "regime_shift", regime="high_vol"),
+        ep(2, "regime_shift", regime="sideways"),
+        ep(3, "clade_alert", strategy="eth-dca"),
+        ep(4, "action", actions=["swap"], regime="high_vol"),
+        ep(5, "observation", regime="high_vol")])
+    link = Claim(condition={"event": "clade_alert", "within_ms": 600_000},
+                 target="event:regime_shift_to_high_vol", direction="higher", effect=0.46,
+                 baseline=0.02, support=28)
+    rule = entry(claim=link, category=Category.CAUSAL_LINK)
+    assert covered(rule, None, window).tolist() == [True, True, False, False, False, False]
+    mine = entry(claim=Claim(**{**link.to_dict(), "strategy": "eth-dca"}),
+                 category=Category.CAUSAL_LINK)
+    assert covered(mine, None, window).tolist() == [False, False, False, True, False, False]
+    # A link is never a situation's rule: no action has its condition.
+    assert match_rule(situation(actions=["swap"], regime="high_vol"), rule) is None

@@ -17,7 +17,7 @@ from grimoire import Grimoire
 from grimoire.clock import FrozenClock
 from grimoire.errors import ValidationError
 from grimoire.service.api import dispatch
-from tests.curator.test_curator_support import grimoire_at, hour
+from tests.curator.test_curator_support import grimoire_at, hour, swap, write
 from tests.methods.advise_support import SWAP_HIGH_VOL, Rules, fill_rules
 
 
@@ -170,3 +170,24 @@ def test_a_rule_changed_between_two_calls_is_seen_at_the_second(
     ids = {r["id"] for r in g.rules_applicable(situation=SWAP_HIGH_VOL)["rules"]}
     assert rules.swap_warning not in ids and rules.slippage_warning in ids
     assert len(reads) == 2
+
+
+def test_a_situational_retrieve_decodes_the_rules_once_between_changes(
+        g: Grimoire, rules: Rules, monkeypatch: pytest.MonkeyPatch) -> None:
+    # retrieve(situation) reads two lists: the rules that apply (warnings, heuristics) and
+    # those its lessons-first step may lift (causal links too; asked whenever the pool
+    # holds entries and episodes). Both are kept under one mark: one slot would hold
+    # either list, and each call would decode both again.
+    write(g, [swap(hour(h), "negative") for h in range(1, 6)])
+    semantic = g.context.semantic
+    reads: list[int] = []
+    real = semantic.list_entries
+    monkeypatch.setattr(semantic, "list_entries",
+                        lambda *a, **k: reads.append(1) or real(*a, **k))
+    ask = {"situation": SWAP_HIGH_VOL, "k": 10,
+           "query": "is an eth-dca swap on WETH/USDC in high_vol a bad idea?"}
+    first = g.retrieve(**ask)["items"]
+    decoded = len(reads)
+    for _ in range(3):
+        assert [i["id"] for i in g.retrieve(**ask)["items"]] == [i["id"] for i in first]
+    assert len(reads) == decoded
