@@ -215,12 +215,21 @@ def _condition_part(key: str, value: Any) -> str:
     return f"{label} is {_value_text(value)}"
 
 
-def _condition_text(condition: Mapping[str, Any], band_cut: float | None = None) -> str:
+def _condition_text(condition: Mapping[str, Any], band_cut: float | None = None, *,
+                    action: bool = False) -> str:
+    """The condition in words; the action it names only with ``action`` (a rule states
+    its action as its verb, "Avoid swap when …"; an insight has no verb and must name it,
+    or "return averages 8.5 bps" of add_liquidity reads as the strategy's whole return)."""
     keys = [k for k in condition if k not in _ACTION_KEYS]
     ordered = [k for k in _KEY_ORDER if k in keys] + sorted(k for k in keys if k not in _KEY_ORDER)
-    return " and ".join(_band_part(condition[k], band_cut)
-                        if k == "metric_band" and band_cut is not None
-                        else _condition_part(k, condition[k]) for k in ordered)
+    parts = [_band_part(condition[k], band_cut) if k == "metric_band" and band_cut is not None
+             else _condition_part(k, condition[k]) for k in ordered]
+    done = [condition[k] for k in _ACTION_KEYS if condition.get(k)] if action else []
+    if done:
+        what = done[0]
+        names = [str(v) for v in what] if isinstance(what, list | tuple) else [str(what)]
+        parts.insert(0, f"the action is {' or '.join(names)}")
+    return " and ".join(parts)
 
 
 def _is_band(value: Any) -> bool:
@@ -298,14 +307,15 @@ def render_claim(claim: Claim, category: Category, content: str) -> str | None:
     band = claim.condition.get("metric_band")
     if band is not None and (claim.band_cut is None or not _is_band(band)):
         return None  # a band stored without its cut: the entry's own words state it
-    condition = _condition_text(claim.condition, claim.band_cut)
+    prescriptive = category in (Category.HEURISTIC, Category.WARNING)
+    condition = _condition_text(claim.condition, claim.band_cut, action=not prescriptive)
     if claim.strategy is not None:
         # The scope is part of what the claim says: shown alone (a retrieval, an MCP answer,
         # the entry list) a strategy's rule must not read as everyone's.
         scope = f"the strategy is {claim.strategy}"
         condition = f"{scope} and {condition}" if condition else scope
     reason = _reason_text(claim)
-    if category in (Category.HEURISTIC, Category.WARNING):
+    if prescriptive:
         action = _action_text(claim, category, content)
         if action is None:
             return None

@@ -157,6 +157,32 @@ def test_claim_renders_when_do_because_and_avoid_when() -> None:
     assert "When the market regime is low_vol and the hour is 02:00–04:00 UTC, gas averages" in text
 
 
+def test_an_insight_names_the_action_its_condition_holds_for() -> None:
+    """A rule states its action as its verb; an insight has none. Two weth-usdc-lp insights
+    read "return averages -8.08 bps" and "return averages 8.49 bps" for the same "strategy
+    is weth-usdc-lp" (bench_learning slippage_evening seed 3): one was rebalance's, the
+    other add_liquidity's, and neither said so."""
+    lower = Claim({"action": "rebalance"}, "metric:return_bps", "lower", effect=-8.08,
+                  baseline=1.4, support=261, strategy="weth-usdc-lp")
+    higher = Claim({"action": "add_liquidity"}, "metric:return_bps", "higher", effect=8.49,
+                   baseline=1.65, support=192, strategy="weth-usdc-lp")
+    assert entry_sentence(make_entry(category=Category.INSIGHT, content="x", claim=lower)
+                          ).startswith("When the strategy is weth-usdc-lp and the action is "
+                                       "rebalance, return averages -8.08 bps")
+    assert entry_sentence(make_entry(category=Category.INSIGHT, content="x", claim=higher)
+                          ).startswith("When the strategy is weth-usdc-lp and the action is "
+                                       "add_liquidity, return averages 8.49 bps")
+    several = Claim({"actions": ["swap", "bridge"], "regime": "high_vol"}, "metric:gas_gwei",
+                    "higher", effect=30.0, baseline=24.0, support=40)
+    assert entry_sentence(make_entry(category=Category.INSIGHT, content="x", claim=several)
+                          ).startswith("When the action is swap or bridge and the market "
+                                       "regime is high_vol, gas averages 30 gwei")
+    # A rule keeps its action as the verb, not twice.
+    warning = make_entry(category=Category.WARNING, content="x", claim=lower)
+    assert entry_sentence(warning).startswith("Avoid rebalance when the strategy is "
+                                              "weth-usdc-lp because return averages")
+
+
 def test_a_rule_whose_numbers_now_run_against_it_says_so() -> None:
     """Issue 24 (reversal_pair): after the outcome reversed, a demoted heuristic read "do swap
     because positive outcomes happen 63% of the time (vs 75% overall: 17% less often)": its
