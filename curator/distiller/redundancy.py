@@ -10,6 +10,10 @@ target and direction whose episode sets overlap may be one regularity:
 - overlapping but not nested (``swap 20:00–00:00`` and ``swap ∧ high_vol ∧
   WETH/USDC``, when high_vol happened to fall in the evenings): the weaker one
   goes when it no longer holds without the stronger one's episodes;
+- contrary findings on one measure over one population, on disjoint episodes
+  ("add_liquidity's return is higher" beside "rebalance's return is lower", when
+  rebalances lose): the one that no longer holds without the other's episodes goes
+  (each one's "otherwise" held the other's episodes), as below;
 - two sides of one split, on opposite outcomes, whose conditions cover the
   population between them ("swaps above $6,400 lose" and "swaps up to $6,400
   win", or "on arbitrum lose" and "on ethereum win" when there are two chains):
@@ -60,7 +64,7 @@ def drop_redundant(
     for a_pos, a in enumerate(order):
         for b in order[a_pos + 1:]:
             stronger, weaker = findings[a], findings[b]
-            if _opposite_sides(stronger, weaker):
+            if _opposite_sides(stronger, weaker) or _contrary(stronger, weaker):
                 drop = _one_side(stronger, weaker, table, cfg, level)
             elif (stronger.target != weaker.target or stronger.direction != weaker.direction
                     or not (stronger.cell & weaker.cell).any()):
@@ -118,11 +122,28 @@ def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:
     ends of one split: conditions that cover the population between them (a metric below
     and above one cut, an attribute's two values), or one metric's two sides at two cuts
     (``_one_metric_split``). Two values of a many-valued attribute ("bear" and
-    "sideways") leave the other values out: two regularities, judged as any others."""
+    "sideways") leave the other values out: ``_contrary`` reads them."""
     return (_OPPOSITE.get(a.target) == b.target and a.direction == b.direction == "higher"
             and bool(np.array_equal(a.population, b.population))
             and (not bool((a.population & ~(a.cell | b.cell)).any())
                  or _one_metric_split(a, b)))
+
+
+def _contrary(a: Hypothesis, b: Hypothesis) -> bool:
+    """Two findings on one measure in opposite senses (a metric lower under one condition,
+    higher under another; one outcome's rate higher under one, the other outcome's under
+    another) over one population, on disjoint episodes: each one's "otherwise" holds the
+    other's episodes. When one of them is only the other seen from the rest of the
+    population ("add_liquidity's return is higher" because rebalances, in the same
+    population, lose), it no longer holds without the other's episodes, and ``_one_side``
+    drops it; two regularities each hold without the other and both stay. Two values of a
+    many-valued attribute ("bear swaps lose", "bull swaps win") are read this way too."""
+    same_measure = ((a.target == b.target and a.target.startswith("metric:")
+                     and a.direction != b.direction)
+                    or (_OPPOSITE.get(a.target) == b.target
+                        and a.direction == b.direction == "higher"))
+    return (same_measure and not bool((a.cell & b.cell).any())
+            and bool(np.array_equal(a.population, b.population)))
 
 
 def _one_metric_split(a: Hypothesis, b: Hypothesis) -> bool:

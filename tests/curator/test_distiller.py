@@ -23,7 +23,12 @@ from curator.distiller.operations import (
     Operation,
     OpKind,
 )
-from curator.distiller.redundancy import drop_far_sides, drop_redundant
+from curator.distiller.redundancy import (
+    _contrary,
+    _opposite_sides,
+    drop_far_sides,
+    drop_redundant,
+)
 from curator.distiller.scan import scan
 from grimoire.config import DistillerConfig
 from grimoire.records import Category, Claim, Episode, EpisodeType, Outcome, Regime
@@ -625,10 +630,13 @@ def test_the_far_side_of_a_split_at_another_cut_is_not_a_second_finding() -> Non
     assert drop_far_sides([upper], [dataclasses.replace(
         stored, condition=dict(lower.condition), target=POSITIVE_RATE, band_cut=lower.cut)],
         table, CFG, family=1) == [upper]  # the sharper one stands
-    # a band against a value of another metric's band is no split of one ordering
+    # a band against a value of another metric's band is no split of one ordering; it is
+    # still a contrary finding on disjoint episodes, and goes when it does not hold without
+    # the other's (here: the same episodes as the far side)
     gas = dataclasses.replace(lower, condition={"action": "swap",
                                                 "metric_band": ["gas_gwei", "lower"]})
-    assert len(drop_redundant([upper, gas], table, CFG, family=1)) == 2
+    assert not _opposite_sides(upper, gas) and _contrary(upper, gas)
+    assert drop_redundant([upper, gas], table, CFG, family=1) == [upper]
 
 
 def test_hour_windows_that_have_not_come_round_take_no_share_of_alpha() -> None:
@@ -640,3 +648,44 @@ def test_hour_windows_that_have_not_come_round_take_no_share_of_alpha() -> None:
     two_days = make_episodes(1, n=800, days=2)
     assert any("hour_window" in h.condition
                for h in scan(build_table(two_days, 3 * CFG.min_support), CFG))
+
+
+def _lp_returns(seed: int, means: dict[str, float], n: int = 900) -> list[Episode]:
+    """An LP strategy's actions with a return metric drawn around each action's mean."""
+    rng = np.random.default_rng(seed)
+    names = list(means)
+    times = np.sort(rng.integers(START, START + 20 * DAY, n))
+    picks = rng.choice(names, size=n, p=[0.35, 0.45, 0.20])
+    return [Episode(id=f"lp{i}", text=f"{a}", type=EpisodeType.ACTION, timestamp=int(t),
+                    regime=Regime.SIDEWAYS, outcome=Outcome.POSITIVE, tool="uniswap_v3",
+                    chain="ethereum", token_pair="WETH/USDC", actions=(str(a),),
+                    metrics={"return_bps": float(rng.normal(means[str(a)], 12.0))})
+            for i, (t, a) in enumerate(zip(times, picks, strict=True))]
+
+
+def _return_findings(episodes: list[Episode]) -> tuple[list, object]:
+    table = build_table(episodes, 3 * CFG.min_support)
+    hyps = [h for h in scan(table, CFG) if h.target == "metric:return_bps"
+            and set(h.condition) == {"action"} and h.passes_effect and h.log_p < -10]
+    return hyps, table
+
+
+def test_a_contrary_finding_explained_by_the_other_s_episodes_goes() -> None:
+    """Issue 24 (slippage_evening seed 3 listed "weth-usdc-lp add_liquidity return averages
+    8.49 bps vs 1.65"): rebalances lose, so every other action's return is higher than the
+    rest's, whose "otherwise" holds the rebalances. Without them add_liquidity is like
+    remove_liquidity: it goes; the rebalance finding stays. When add_liquidity's return is
+    higher on its own too, both stay."""
+    hyps, table = _return_findings(_lp_returns(
+        4, {"add_liquidity": 6.0, "rebalance": -8.0, "remove_liquidity": 6.0}))
+    by_action = {h.condition["action"]: h for h in hyps}
+    lower, higher = by_action["rebalance"], by_action["add_liquidity"]
+    assert lower.direction == "lower" and higher.direction == "higher"
+    assert _contrary(lower, higher)
+    kept = drop_redundant([lower, higher], table, CFG, family=100)
+    assert kept == [lower]
+    hyps, table = _return_findings(_lp_returns(
+        4, {"add_liquidity": 16.0, "rebalance": -8.0, "remove_liquidity": 6.0}))
+    by_action = {h.condition["action"]: h for h in hyps}
+    both = [by_action["rebalance"], by_action["add_liquidity"]]
+    assert len(drop_redundant(both, table, CFG, family=100)) == 2
