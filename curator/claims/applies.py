@@ -28,7 +28,6 @@ from curator.claims.window import (
     EpisodeWindow,
     actions_of,
     condition_mask,
-    event_keys,
     term_field,
 )
 from curator.cycle.derive import rule_actions
@@ -153,9 +152,10 @@ def _occurrences(window: EpisodeWindow, ends: tuple[str, str], strategy: str | N
     (None: the episodes written without a strategy, as ``check_causal`` reads a global
     link)."""
     wanted = set(ends)
-    return np.fromiter(
-        (e.strategy == strategy and not wanted.isdisjoint(event_keys(e))
-         for e in window.episodes), dtype=bool, count=window.size)
+    scope = window.global_rows if strategy is None else window.strategies == strategy
+    named = np.fromiter((not wanted.isdisjoint(keys) for keys in window.events), dtype=bool,
+                        count=window.size)
+    return np.asarray(scope & named, dtype=bool)
 
 
 def _better(a: Match, b: Match) -> bool:

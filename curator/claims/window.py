@@ -11,6 +11,7 @@ claim is left to its own learner. Pure: episodes and claims in, masks out.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,11 @@ class EpisodeWindow:
     @property
     def size(self) -> int:
         return len(self.episodes)
+
+    @functools.cached_property
+    def events(self) -> tuple[frozenset[str], ...]:
+        """Each episode's ``event_keys``, read once per window (every causal link asks)."""
+        return tuple(event_keys(e) for e in self.episodes)
 
     def after(self, timestamp: int) -> EpisodeWindow:
         """The episodes later than ``timestamp``: those a claim learned up to then was not
