@@ -80,41 +80,64 @@ def drop_far_sides(
     findings: list[Hypothesis], stored: list[Claim], table: Table, cfg: DistillerConfig,
     family: int,
 ) -> list[Hypothesis]:
-    """``findings`` without those that are the far side of a *stored* claim's split (its
-    metric's other side, at another cut, on the opposite outcome): the same one-split rule
-    as within a run (``_one_side``), with the stored claim read at its own cut on these
-    episodes. A run that sees only the far end ("smaller swaps win") must not add it beside
-    the claim learned before ("swaps of $6,200 or more lose"); it goes only when it is the
-    weaker statement of the two (a sharper one is left to stand, and the curator's verdicts
+    """``findings`` without those that are the far side of a *stored* claim (its metric's
+    other side, at another cut, on the opposite outcome; or a contrary finding on the same
+    measure, ``_contrary``): the same rule as within a run (``_one_side``), with the stored
+    claim read on these episodes (at its own cut). A run that sees only the far end
+    ("smaller swaps win", "add_liquidity's return is higher") must not add it beside the
+    claim learned before ("swaps of $6,200 or more lose", "rebalance's return is lower");
+    it goes only when it is the weaker statement of the two and no longer holds without the
+    stored claim's episodes (a sharper one is left to stand, and the curator's verdicts
     judge the stored one)."""
     level = math.log(cfg.alpha) - math.log(max(1, family))
     out = []
     for h in findings:
         far = False
         for claim in stored:
-            if (claim.target not in _OPPOSITE or claim.band_cut is None
-                    or "metric_band" not in claim.condition):
-                continue
-            cell = condition_mask(table, claim.condition, claim.band_cut)
-            if cell is None:
-                continue
-            hits = table.negative if claim.target == NEGATIVE_RATE else table.positive
-            cell = cell & h.population
-            n, total = int(cell.sum()), int(h.population.sum())
-            if n == 0 or n == total:
-                continue
-            base = int((h.population & hits).sum()) / total
-            other = Hypothesis(
-                condition=dict(claim.condition), target=claim.target, direction=claim.direction,
-                cell=cell, population=h.population, support=n,
-                effect=int((cell & hits).sum()) / n, baseline=base, n_base=total, log_p=0.0,
-                log_min_p=0.0, passes_effect=True, cut=claim.band_cut)
-            if _opposite_sides(h, other) and _one_side(h, other, table, cfg, level) is h:
+            other = _stored_reading(claim, h, table)
+            if (other is not None and (_opposite_sides(h, other) or _contrary(h, other))
+                    and _one_side(h, other, table, cfg, level) is h):
                 far = True
                 break
         if not far:
             out.append(h)
     return out
+
+
+def _stored_reading(claim: Claim, h: Hypothesis, table: Table) -> Hypothesis | None:
+    """A stored claim read on ``table`` as a finding over ``h``'s population, when it can be
+    ``h``'s far side or contrary (a rate of either outcome, or ``h``'s own metric); None
+    when its condition cannot be read here (a band stored without its cut, another
+    extractor's term) or it covers none or all of the population."""
+    if claim.target in _OPPOSITE:
+        if h.target not in _OPPOSITE:
+            return None
+        values = None
+    elif claim.target == h.target and claim.target.startswith("metric:"):
+        values = table.metrics.get(claim.target.removeprefix("metric:"))
+        if values is None:
+            return None
+    else:
+        return None
+    if "metric_band" in claim.condition and claim.band_cut is None:
+        return None
+    cell = condition_mask(table, claim.condition, claim.band_cut)
+    if cell is None:
+        return None
+    cell = cell & h.population
+    n, total = int(cell.sum()), int(h.population.sum())
+    if n == 0 or n == total:
+        return None
+    if values is None:
+        hits = table.negative if claim.target == NEGATIVE_RATE else table.positive
+        effect = int((cell & hits).sum()) / n
+        base = int((h.population & hits).sum()) / total
+    else:
+        effect, base = float(values[cell].mean()), float(values[h.population].mean())
+    return Hypothesis(
+        condition=dict(claim.condition), target=claim.target, direction=claim.direction,
+        cell=cell, population=h.population, support=n, effect=effect, baseline=base,
+        n_base=total, log_p=0.0, log_min_p=0.0, passes_effect=True, cut=claim.band_cut)
 
 
 def _opposite_sides(a: Hypothesis, b: Hypothesis) -> bool:

@@ -684,8 +684,18 @@ def test_a_contrary_finding_explained_by_the_other_s_episodes_goes() -> None:
     assert _contrary(lower, higher)
     kept = drop_redundant([lower, higher], table, CFG, family=100)
     assert kept == [lower]
+    # a later run that finds only the far one does not add it beside the stored claim
+    stored = Claim(dict(lower.condition), lower.target, "lower", lower.effect, lower.baseline,
+                   lower.support, strategy=None)
+    assert drop_far_sides([higher], [stored], table, CFG, family=100) == []
+    assert drop_far_sides([lower], [dataclasses.replace(
+        stored, condition=dict(higher.condition), direction="higher")], table, CFG,
+        family=100) == [lower]  # the stronger one stands beside a stored far side
     hyps, table = _return_findings(_lp_returns(
         4, {"add_liquidity": 16.0, "rebalance": -8.0, "remove_liquidity": 6.0}))
     by_action = {h.condition["action"]: h for h in hyps}
     both = [by_action["rebalance"], by_action["add_liquidity"]]
     assert len(drop_redundant(both, table, CFG, family=100)) == 2
+    stored = Claim(dict(both[0].condition), both[0].target, "lower", both[0].effect,
+                   both[0].baseline, both[0].support, strategy=None)
+    assert drop_far_sides([both[1]], [stored], table, CFG, family=100) == [both[1]]
