@@ -13,7 +13,8 @@ target and direction whose episode sets overlap may be one regularity:
 - contrary findings on one measure over one population, on disjoint episodes
   ("add_liquidity's return is higher" beside "rebalance's return is lower", when
   rebalances lose): the one that no longer holds without the other's episodes goes
-  (each one's "otherwise" held the other's episodes), as below;
+  (each one's "otherwise" held the other's episodes) while the other holds without its;
+  when neither does, the less significant one;
 - two sides of one split, on opposite outcomes, whose conditions cover the
   population between them ("swaps above $6,400 lose" and "swaps up to $6,400
   win", or "on arbitrum lose" and "on ethereum win" when there are two chains):
@@ -64,8 +65,10 @@ def drop_redundant(
     for a_pos, a in enumerate(order):
         for b in order[a_pos + 1:]:
             stronger, weaker = findings[a], findings[b]
-            if _opposite_sides(stronger, weaker) or _contrary(stronger, weaker):
+            if _opposite_sides(stronger, weaker):
                 drop = _one_side(stronger, weaker, table, cfg, level)
+            elif _contrary(stronger, weaker):
+                drop = _explained(stronger, weaker, table, cfg, level)
             elif (stronger.target != weaker.target or stronger.direction != weaker.direction
                     or not (stronger.cell & weaker.cell).any()):
                 continue
@@ -82,8 +85,9 @@ def drop_far_sides(
 ) -> list[Hypothesis]:
     """``findings`` without those that are the far side of a *stored* claim (its metric's
     other side, at another cut, on the opposite outcome; or a contrary finding on the same
-    measure, ``_contrary``): the same rule as within a run (``_one_side``), with the stored
-    claim read on these episodes (at its own cut). A run that sees only the far end
+    measure, ``_contrary``): the rules of a run (``_one_side``; a contrary finding goes
+    when it no longer holds without the stored claim's episodes), with the stored claim
+    read on these episodes (at its own cut). A run that sees only the far end
     ("smaller swaps win", "add_liquidity's return is higher") must not add it beside the
     claim learned before ("swaps of $6,200 or more lose", "rebalance's return is lower");
     it goes only when it is the weaker statement of the two and no longer holds without the
@@ -95,8 +99,11 @@ def drop_far_sides(
         far = False
         for claim in stored:
             other = _stored_reading(claim, h, table)
-            if (other is not None and (_opposite_sides(h, other) or _contrary(h, other))
-                    and _one_side(h, other, table, cfg, level) is h):
+            if other is None:
+                continue
+            if ((_opposite_sides(h, other) and _one_side(h, other, table, cfg, level) is h)
+                    or (not _opposite_sides(h, other) and _contrary(h, other)
+                        and not _holds_without(h, other, table, cfg, level))):
                 far = True
                 break
         if not far:
@@ -158,7 +165,7 @@ def _contrary(a: Hypothesis, b: Hypothesis) -> bool:
     another) over one population, on disjoint episodes: each one's "otherwise" holds the
     other's episodes. When one of them is only the other seen from the rest of the
     population ("add_liquidity's return is higher" because rebalances, in the same
-    population, lose), it no longer holds without the other's episodes, and ``_one_side``
+    population, lose), it no longer holds without the other's episodes, and ``_explained``
     drops it; two regularities each hold without the other and both stay. Two values of a
     many-valued attribute ("bear swaps lose", "bull swaps win") are read this way too."""
     same_measure = ((a.target == b.target and a.target.startswith("metric:")
@@ -183,6 +190,21 @@ def _one_metric_split(a: Hypothesis, b: Hypothesis) -> bool:
     lower, upper = (a, b) if band_a[1] == "lower" else (b, a)
     assert lower.cut is not None and upper.cut is not None
     return rest_a == rest_b and lower.cut <= upper.cut
+
+
+def _explained(stronger: Hypothesis, weaker: Hypothesis, table: Table, cfg: DistillerConfig,
+               level: float) -> Hypothesis | None:
+    """Of two contrary findings (``_contrary``), the one the other explains: the one that no
+    longer holds without the other's episodes while the other still holds without its (the
+    size of the two gaps from the base says nothing here: "bear rebalances lose, 84% vs 63%"
+    holds without the sideways ones, "sideways rebalances win, 66% vs 37%" does not without
+    the bear ones); when neither holds without the other, the less significant one. None:
+    each holds without the other, two regularities."""
+    strong_holds = _holds_without(stronger, weaker, table, cfg, level)
+    weak_holds = _holds_without(weaker, stronger, table, cfg, level)
+    if strong_holds and weak_holds:
+        return None
+    return stronger if weak_holds else weaker
 
 
 def _one_side(a: Hypothesis, b: Hypothesis, table: Table, cfg: DistillerConfig,

@@ -699,3 +699,30 @@ def test_a_contrary_finding_explained_by_the_other_s_episodes_goes() -> None:
     stored = Claim(dict(both[0].condition), both[0].target, "lower", both[0].effect,
                    both[0].baseline, both[0].support, strategy=None)
     assert drop_far_sides([both[1]], [stored], table, CFG, family=100) == [both[1]]
+
+
+def test_of_two_contrary_rates_the_one_that_holds_alone_stays_whatever_its_gap() -> None:
+    """Issue 24 (slippage_evening seed 1 lost "LP rebalances lose in bear"): most
+    rebalances were bear, so the base rate was the bear rate's and "sideways rebalances
+    win" stood further from it (66% vs 37%) than the real rule did (84% vs 63%). The one
+    that holds without the other's episodes is the regularity, not the one with the
+    larger gap."""
+    rng = np.random.default_rng(7)
+    n = 1600
+    times = np.sort(rng.integers(START, START + 20 * DAY, n))
+    regimes = rng.choice(["bear", "sideways", "bull", "high_vol"], p=[0.6, 0.15, 0.15, 0.1],
+                         size=n)
+    lose = rng.random(n) < np.where(regimes == "bear", 0.85, 0.35)
+    episodes = [Episode(id=f"r{i}", text="rebalance", type=EpisodeType.ACTION, timestamp=int(t),
+                        regime=Regime(str(r)), tool="uniswap_v3", chain="ethereum",
+                        token_pair="WETH/USDC", actions=("rebalance",),
+                        outcome=Outcome.NEGATIVE if bad else Outcome.POSITIVE)
+                for i, (t, r, bad) in enumerate(zip(times, regimes, lose, strict=True))]
+    table = build_table(episodes, 3 * CFG.min_support)
+    hyps = {(h.target, h.condition.get("regime")): h for h in scan(table, CFG)
+            if set(h.condition) == {"action", "regime"} and h.direction == "higher"}
+    bear, sideways = hyps[(NEGATIVE_RATE, "bear")], hyps[(POSITIVE_RATE, "sideways")]
+    assert _contrary(bear, sideways)
+    assert abs(bear.effect - bear.baseline) < abs(sideways.effect - sideways.baseline)
+    assert drop_redundant([bear, sideways], table, CFG, family=100) == [bear]
+    assert drop_redundant([sideways, bear], table, CFG, family=100) == [bear]
