@@ -24,12 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from curator.claims.window import (
-    EpisodeWindow,
-    actions_of,
-    condition_mask,
-    term_field,
-)
+from curator.claims.window import EpisodeWindow, actions_of, condition_mask, term_field
 from curator.cycle.derive import rule_actions
 from curator.cycle.transitions import derived_from
 from grimoire.records import Claim, Episode, GrimoireEntry
@@ -152,10 +147,12 @@ def _occurrences(window: EpisodeWindow, ends: tuple[str, str], strategy: str | N
     (None: the episodes written without a strategy, as ``check_causal`` reads a global
     link)."""
     wanted = set(ends)
-    scope = window.global_rows if strategy is None else window.strategies == strategy
+    scope = condition_mask(window, {}, scope=True, strategy=strategy)
+    assert scope is not None  # an empty condition is always readable
     named = np.fromiter((not wanted.isdisjoint(keys) for keys in window.events), dtype=bool,
                         count=window.size)
-    return np.asarray(scope & named, dtype=bool)
+    out: npt.NDArray[np.bool_] = scope & named
+    return out
 
 
 def _better(a: Match, b: Match) -> bool:

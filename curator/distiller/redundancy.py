@@ -101,10 +101,11 @@ def drop_far_sides(
             other = _stored_reading(claim, h, table)
             if other is None:
                 continue
-            if ((_opposite_sides(h, other) and _one_side(h, other, table, cfg, level) is h)
-                    or (not _opposite_sides(h, other) and _contrary(h, other)
-                        and not _holds_without(h, other, table, cfg, level))):
-                far = True
+            if _opposite_sides(h, other):
+                far = _one_side(h, other, table, cfg, level) is h
+            else:
+                far = _contrary(h, other) and not _holds_without(h, other, table, cfg, level)
+            if far:
                 break
         if not far:
             out.append(h)
