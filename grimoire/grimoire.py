@@ -465,7 +465,8 @@ class Grimoire:
 
         result = rules_applicable(self._ctx, situation, categories=categories, limit=limit,
                                   may_apply=may_apply)
-        add_short_ids(self._ctx, result.get("rules") or [], kind=None)
+        places = result.get("rules") or []
+        add_short_ids(self._ctx, [r for p in places for r in (p, *p.get("also", ()))], kind=None)
         return result
 
     @scoped

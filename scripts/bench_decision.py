@@ -10,7 +10,9 @@ time just after it, draws situations from the scenario's planted truth and asks:
 - planted: a situation that meets a planted outcome rule's condition (the other fields drawn
   as its strategies draw them). ``rules.applicable`` recall@3: of the learned rules that
   match the planted regularity (bench_learning's test) and whose condition holds there (read
-  here, independently of ``curator.claims.applies``), the share in its first 3. Goal ≥ 0.95.
+  here, independently of ``curator.claims.applies``), the share in its first 3 places (a
+  place serves its rule and the rules of the same advice folded into it, ``also``; every
+  count below reads them the same way). Goal ≥ 0.95.
   Situations whose regularity has no such rule count under "unlearned", not in recall.
 - near miss: the same situation with one of the planted condition's fields moved just out of
   it (another regime, pair or action, an hour outside the window, a size across the bound):
@@ -321,6 +323,12 @@ def _p50(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _served(rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Each rule of an answer's places, with the rules of the same advice it folds
+    (``also``): a place serves them all."""
+    return [a for r in rules for a in (r, *r.get("also", ()))]
+
+
 def measure(g: Grimoire, world: World, embedder: Embedder, seed: int, draws: int
             ) -> dict[str, Any]:
     sc = world.scenario
@@ -369,19 +377,19 @@ def measure(g: Grimoire, world: World, embedder: Embedder, seed: int, draws: int
             if not applicable:
                 out["unlearned"] += 1
             else:
-                top = {r["id"] for r in answer[:3]}
+                top = {r["id"] for r in _served(answer[:3])}
                 out["recall"].append(len(applicable & top) / min(len(applicable), 3))
             miss = _near_miss(world, rng, rule, sit)
             if miss is not None:
                 got = ask(miss)
                 out["near"].append(any(r["id"] in correct[rule.name] and r["match"] == "applies"
-                                       for r in got))
+                                       for r in _served(got)))
     metric_actions = g.context.config.distiller.metric_actions
     for _ in range(max(draws, 2 * draws * len(sc.outcome_rules))):
         calm = _neutral(world, rng, true_tests, metric_actions)
         if calm is None:
             break
-        applies = [r for r in ask(calm) if r["match"] == "applies"]
+        applies = [r for r in _served(ask(calm)) if r["match"] == "applies"]
         out["neutral"].append(len(applies))
         out["untrue"].append(sum(1 for r in applies if not is_true(r["id"])))
     picks = rng.choice(len(world.texts), size=min(len(world.texts), 5 * draws), replace=False)

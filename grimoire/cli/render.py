@@ -138,6 +138,9 @@ def _rules(r: Mapping[str, Any]) -> str:
         out.append(f"{rank}. {rule.get('category')} {_id(rule)} · {match} · "
                    f"conf {rule.get('confidence', 0):.2f} · weight {rule.get('weight', 0):.2f}")
         out.append(f"   {_clip(rule.get('content', ''), 150)}")
+        for also in rule.get("also") or []:  # the same advice, another reason
+            out.append(f"   also {_id(also)} · conf {also.get('confidence', 0):.2f} · weight "
+                       f"{also.get('weight', 0):.2f}: {_clip(also.get('content', ''), 120)}")
     if not rules:
         out.append("(no active rule's condition holds here; grimoire retrieve searches by words)")
     return "\n".join(out)

@@ -13,7 +13,10 @@ it needs; rules without a structured condition (told ones, causal links) are lef
 Order: rules that apply before rules that may apply; within each, warnings first; then by
 ``weight`` = effective confidence × effect size, where effect size is the claim's
 |effect − baseline| / max(|effect|, |baseline|) (a unit-free relative difference in
-[0, 1], for outcome rates and metric levels alike); ties by id.
+[0, 1], for outcome rates and metric levels alike); ties by id. A rule that gives the same
+advice as one above it (same category, condition and strategy, matched the same way) is
+folded into that one's ``also`` (``same_advice``): one place, several reasons; ``limit``
+counts places.
 
 Time: ``timestamp`` is the situation's own time (data time, unix ms): hour-of-day
 conditions are judged on it and confidences decayed to it. Without one, an hour-window
@@ -24,6 +27,8 @@ wall clock is never read once the store holds an episode.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +51,7 @@ from grimoire.stores.semantic.types import EntryFilter
 
 __all__ = ["DEFAULT_CATEGORIES", "SITUATION_FIELDS", "advice_for", "applicable_rules",
            "covering", "effect_size",
-           "parse_situation", "rules_applicable", "situation_text"]
+           "parse_situation", "rules_applicable", "same_advice", "situation_text"]
 
 SITUATION_FIELDS = ("tool", "actions", "token_pair", "chain", "regime", "strategy", "metrics",
                     "timestamp")
@@ -177,7 +182,28 @@ def applicable_rules(ctx: Context, situation: Situation,
         found.append(_applied(rule, parent, match, now, ctx))
     found.sort(key=lambda r: (r.match != APPLIES, r.entry.category is not Category.WARNING,
                               -r.weight, r.entry.id))
-    return found[:limit]
+    return same_advice(found)[:limit]
+
+
+def same_advice(rules: Sequence[AppliedRule]) -> list[AppliedRule]:
+    """``rules`` (in order) with each one that gives the same advice as one before it folded
+    into that one's ``also``: the same category (avoid / do), the same condition in the same
+    strategy, matched the same way. "Swaps in high_vol: negative outcomes 2% (vs 44%)" and
+    "... positive outcomes 97% (vs 77%)" are one lesson read from two outcomes; served apart,
+    they took two of the agent's first places from advice it had not heard."""
+    leads: dict[tuple[Any, ...], int] = {}
+    groups: list[list[AppliedRule]] = []
+    for rule in rules:
+        key = (rule.match, rule.missing, rule.entry.category, rule.claim.strategy,
+               json.dumps(rule.claim.condition, sort_keys=True, default=str),
+               rule.claim.band_cut)
+        if key in leads:
+            groups[leads[key]].append(rule)
+        else:
+            leads[key] = len(groups)
+            groups.append([rule])
+    return [g[0] if len(g) == 1 else dataclasses.replace(g[0], also=tuple(g[1:]))
+            for g in groups]
 
 
 def rules_applicable(ctx: Context, situation: object, *, categories: object = None,

@@ -110,7 +110,13 @@ from grimoire.retrieval.mmr import select as mmr_select
 from grimoire.retrieval.relevance import gated, idf, repeats
 from grimoire.retrieval.render import context_block, narrative
 from grimoire.retrieval.rerank import score_all
-from grimoire.retrieval.rules import Advice, AppliedRule, rule_item, rules_section
+from grimoire.retrieval.rules import (
+    Advice,
+    AppliedRule,
+    rule_item,
+    rule_log_rows,
+    rules_section,
+)
 from grimoire.retrieval.stages.hop import expand
 from grimoire.retrieval.stages.learned import (
     FEATURE_SINK,
@@ -444,7 +450,7 @@ def _rank(ctx: Context, run: _Run) -> None:
                       else gated({i: boosted[i] for i in run.scores}, tiers))
     # The situation's rules are served ahead of the evidence (``run.rules``): the rest of
     # the k comes from the evidence without them.
-    served = {r.entry.id for r in run.rules}
+    served = {a.entry.id for r in run.rules for a in (r, *r.also)}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
     balance = cfg.mmr_lambda if run.learned is None else cfg.rerank_mmr_lambda
     run.chosen = mmr_select(evidence, boosted, balance, max(0, run.k - len(served)),
@@ -480,7 +486,7 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     req, scores, factors = run.req, run.scores, run.factors
     started = time.perf_counter()
     count = token_counter(ctx)
-    rules = fit(list(run.rules), req.max_tokens, count, lambda r: r.entry.content)
+    rules = fit(list(run.rules), req.max_tokens, count, lambda r: "\n".join(r.lines()))
     left = req.max_tokens - sum(f.tokens for f in rules)
     fitted = fit([run.cands[i] for i in run.chosen], left, count) if left > 0 else []
     region = region_for(ctx, run.query_vector,
@@ -494,13 +500,8 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     items, logged = [], []
     for rank, r in enumerate(rules, start=1):
         items.append(rule_item(r.item, rank, r.tokens, r.text))
-        # no retrieval factor put a rule there: what did is its matched condition
-        logged.append({"id": r.item.entry.id, "kind": "entry", "rank": rank,
-                       "score": round(r.item.weight, 6), "factors": {}, "context": context,
-                       "rule": {"match": r.item.match, "condition": dict(r.item.condition),
-                                "missing": list(r.item.missing),
-                                "confidence": round(r.item.confidence, 6),
-                                "effect_size": round(r.item.effect_size, 6)}})
+        logged.extend(rule_log_rows(r.item, rank, context))
+    served = [row["id"] for row in logged]  # every entry served, a folded rule's too
     for rank, f in enumerate(fitted, start=len(rules) + 1):
         c = f.item
         items.append(_item(c, rank, scores[c.id], factors[c.id], f.text, f.tokens, f.truncated,
@@ -510,7 +511,8 @@ def _respond(ctx: Context, run: _Run) -> dict[str, Any]:
     run.log_job = LogJob(
         retrieval_id, req.query, "deciding" if deciding else "browse", logged, run.now,
         tuple(i["id"] for i in items if i["kind"] == "episode") if deciding else (),
-        tuple(i["id"] for i in items if i["kind"] == "entry") if deciding else (),
+        (*served, *(i["id"] for i in items[len(rules):] if i["kind"] == "entry"))
+        if deciding else (),
         pool_factors=tuple(factors.values()))
     result: dict[str, Any] = {
         "retrieval_id": retrieval_id, "mode": req.mode, "items": items,

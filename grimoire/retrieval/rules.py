@@ -16,7 +16,7 @@ from grimoire.guard.instructions import UNTRUSTED
 from grimoire.records import Claim, GrimoireEntry
 from grimoire.retrieval.render import source_labels
 
-__all__ = ["Advice", "AppliedRule", "rule_item", "rules_section"]
+__all__ = ["Advice", "AppliedRule", "rule_item", "rule_log_rows", "rules_section"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,13 @@ class AppliedRule:
     effect_size: float
     weight: float
     derived_from: str | None = None
+    # rules of the same advice (same category, condition and strategy) that rank below this
+    # one: one item, several reasons ("avoid swap in high_vol": slippage, and losses)
+    also: tuple[AppliedRule, ...] = ()
+
+    def lines(self) -> list[str]:
+        """Its content, then each folded rule's, one line each (what the budget counts)."""
+        return [_line(self.entry.content), *(_line(a.entry.content) for a in self.also)]
 
     def to_dict(self) -> dict[str, Any]:
         claim = self.claim
@@ -50,6 +57,7 @@ class AppliedRule:
             "validated_count": self.entry.validated_count,
             "contradicted_count": self.entry.contradicted_count,
             "derived_from": self.derived_from,
+            "also": [a.to_dict() for a in self.also],
         }
 
 
@@ -65,11 +73,13 @@ def rule_item(rule: AppliedRule, rank: int, tokens: int, text: str | None = None
               ) -> dict[str, Any]:
     """The ``retrieve`` item of a rule served because it applies: its score is its
     ``weight``; ``factors`` are empty (no retrieval factor put it there); ``rule`` says
-    why it is there. ``text``: the content as the token budget left it."""
+    why it is there (with the rules it folds, ``rule.also``). ``text``: ``rule.lines()``
+    as the token budget left them, one per line; the item's content is the first."""
     e = rule.entry
+    shown = None if text is None else text.split("\n", 1)[0]
     item: dict[str, Any] = {
         "id": e.id, "kind": "entry", "category": e.category.value, "rank": rank,
-        "content": e.content if text is None else text, "score": round(rule.weight, 6),
+        "content": e.content if shown is None else shown, "score": round(rule.weight, 6),
         "factors": {},
         "provenance": {"source": e.provenance.value,
                        "parent_episode_ids": list(e.parent_episode_ids),
@@ -80,9 +90,22 @@ def rule_item(rule: AppliedRule, rank: int, tokens: int, text: str | None = None
         "strategy": e.strategy, "tokens": tokens,
         "rule": {k: v for k, v in rule.to_dict().items()
                  if k not in ("id", "category", "content")}}
-    if text is not None and text != e.content:
+    if text is not None and text != "\n".join(rule.lines()):
         item["truncated"] = True
     return item
+
+
+def rule_log_rows(rule: AppliedRule, rank: int, context: Mapping[str, Any]
+                  ) -> list[dict[str, Any]]:
+    """The retrieval log's rows for a served rule and each rule it folds (served in its
+    place, at its rank, so that either can be reported as followed). No retrieval factor
+    put a rule there (``factors`` empty): what did is the condition it matched."""
+    return [{"id": r.entry.id, "kind": "entry", "rank": rank, "score": round(r.weight, 6),
+             "factors": {}, "context": context,
+             "rule": {"match": r.match, "condition": dict(r.condition),
+                      "missing": list(r.missing), "confidence": round(r.confidence, 6),
+                      "effect_size": round(r.effect_size, 6)}}
+            for r in (rule, *rule.also)]
 
 
 def _line(text: str) -> str:
@@ -102,10 +125,18 @@ def rules_section(situation: str, rules: Sequence[AppliedRule],
     if not rules:
         lines.append("(none)")
     for rank, rule in enumerate(rules, start=1):
-        text = (texts or {}).get(rule.entry.id, rule.entry.content)
-        told = source_labels(rule.entry.provenance.value,
-                             [t for t in rule.entry.tags if t.startswith(UNTRUSTED)])
-        label = " · ".join([*told, rule.entry.category.value, _match_text(rule),
-                            f"confidence {rule.confidence:.2f}", f"weight {rule.weight:.2f}"])
-        lines.append(f"{rank}. [{label}] {_line(text)}")
+        text = (texts or {}).get(rule.entry.id, "\n".join(rule.lines()))
+        shown = text.split("\n")
+        lines.append(f"{rank}. [{_label(rule, with_match=True)}] {shown[0]}")
+        # the rules of the same advice it folds, under it, as far as the budget left them
+        lines.extend(f"   also [{_label(a, with_match=False)}] {line}"
+                     for a, line in zip(rule.also, shown[1:], strict=False))
     return lines
+
+
+def _label(rule: AppliedRule, *, with_match: bool) -> str:
+    told = source_labels(rule.entry.provenance.value,
+                         [t for t in rule.entry.tags if t.startswith(UNTRUSTED)])
+    return " · ".join([*told, rule.entry.category.value,
+                       *([_match_text(rule)] if with_match else []),
+                       f"confidence {rule.confidence:.2f}", f"weight {rule.weight:.2f}"])

@@ -191,3 +191,64 @@ def test_a_situational_retrieve_decodes_the_rules_once_between_changes(
     for _ in range(3):
         assert [i["id"] for i in g.retrieve(**ask)["items"]] == [i["id"] for i in first]
     assert len(reads) == decoded
+
+
+def _same_advice_as_the_swap_warning(g: Grimoire) -> str:
+    """A second eth-dca warning on swaps of WETH/USDC in high_vol, read from the other
+    outcome: the same advice as ``swap_warning`` (avoid that swap), another reason."""
+    from grimoire.records import Category, Claim, Regime
+    from tests.curator.test_curator_support import put
+    from tests.methods.advise_support import SWAPS_LOSE
+    claim = Claim(condition=dict(SWAPS_LOSE.condition), target="outcome:positive_rate",
+                  direction="lower", effect=0.25, baseline=0.3, support=43,
+                  strategy="eth-dca")
+    return put(g, category=Category.WARNING, claim=claim, confidence=0.8, strategy="eth-dca",
+               market_regime=Regime.HIGH_VOL, tags=("distiller", "positive_rate", "swap"),
+               content="Avoid swap on WETH/USDC when the regime is high_vol: 11 of 43 were "
+                       "positive (25% vs 30% for swap overall).").id
+
+
+def test_rules_of_the_same_advice_take_one_place(g: Grimoire, rules: Rules) -> None:
+    """Two warnings with one condition in one strategy (losses more often, wins less often)
+    are one piece of advice: one place, the second under ``also``; the global slippage
+    warning (another condition) keeps its own place, and ``limit`` counts places."""
+    other = _same_advice_as_the_swap_warning(g)
+    out = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"})
+    places = {r["id"]: r for r in out["rules"]}
+    assert [r["id"] for r in out["rules"]][2:] == [rules.night_heuristic]
+    assert set(places) == {rules.slippage_warning, rules.swap_warning, rules.night_heuristic}
+    assert places[rules.slippage_warning]["also"] == []
+    folded = places[rules.swap_warning]["also"]
+    assert [(a["id"], a["target"], a["also"]) for a in folded] == [
+        (other, "outcome:positive_rate", [])]
+    assert folded[0]["weight"] <= places[rules.swap_warning]["weight"]
+    assert out["applies"] == 2
+    top2 = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"}, limit=2)
+    assert {r["id"] for r in top2["rules"]} == {rules.slippage_warning, rules.swap_warning}
+    # Without a strategy both may apply (needing it): still one place.
+    loose = g.rules_applicable(situation=SWAP_HIGH_VOL)
+    assert [(r["id"], [a["id"] for a in r["also"]]) for r in loose["rules"]] == [
+        (rules.slippage_warning, []), (rules.swap_warning, [other]),
+        (rules.night_heuristic, [])]
+
+
+def test_a_folded_rule_is_served_in_the_context_block_and_can_be_reported_followed(
+        g: Grimoire, rules: Rules) -> None:
+    other = _same_advice_as_the_swap_warning(g)
+    write(g, [swap(hour(h), "negative") for h in range(1, 4)])
+    out = g.retrieve(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"}, k=4,
+                     max_tokens=2000, format="context")
+    served = {i["id"]: i for i in out["items"] if "rule" in i}
+    assert {rules.slippage_warning, rules.swap_warning} <= set(served)
+    assert other not in {i["id"] for i in out["items"]}
+    assert [a["id"] for a in served[rules.swap_warning]["rule"]["also"]] == [other]
+    block = out["context"].splitlines()
+    rank = served[rules.swap_warning]["rank"]
+    at = next(n for n, line in enumerate(block) if line.startswith(f"{rank}. [warning"))
+    assert block[at + 1].startswith("   also [warning · confidence ")
+    assert block[at + 1].endswith("11 of 43 were positive (25% vs 30% for swap overall).")
+    from tests.retrieval.retrieve_support import settle
+    settle(g)
+    answer = g.outcome_report(retrieval_id=out["retrieval_id"], outcome="negative",
+                              followed_ids=[other])
+    assert answer["followed_ids"] == [other]

@@ -74,3 +74,21 @@ def test_entry_list_shows_summaries_only_when_asked(tmp_path: Path) -> None:
     assert "votes" in p.stdout.splitlines()[1] and " ✓0 ✗0 " in p.stdout
     p = cli("entry", "list", "--kind", "summary", *d)
     assert p.stdout.splitlines()[0] == "1 entry of kind summary" and "14 episodes" in p.stdout
+
+
+def test_advise_prints_a_rule_of_the_same_advice_under_the_one_it_is_folded_into(
+        tmp_path: Path) -> None:
+    from tests.methods.test_advise import _same_advice_as_the_swap_warning
+    data = tmp_path / "data"
+    with open_grimoire(data, FrozenClock()) as g:
+        rules = fill_rules(g)
+        other = _same_advice_as_the_swap_warning(g)
+    p = cli("advise", "--action", "swap", "--pair", "WETH/USDC", "--regime", "high_vol",
+            "--data", str(data))
+    no_traceback(p)
+    lines = p.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("2. warning"))
+    assert rules.swap_warning.startswith(lines[at].split(" · ")[0].split()[2])
+    also = lines[at + 2].split()
+    assert also[0] == "also" and other.startswith(also[1]) and len(also[1]) < len(other)
+    assert lines[at + 2].endswith("(25% vs 30% for swap overall).")
