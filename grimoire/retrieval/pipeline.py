@@ -453,7 +453,7 @@ def _rank(ctx: Context, run: _Run) -> None:
     served = {a.entry.id for r in run.rules for a in (r, *r.also)}
     evidence = [c for c in pooled if c.id not in served] if served else pooled
     balance = cfg.mmr_lambda if run.learned is None else cfg.rerank_mmr_lambda
-    run.chosen = mmr_select(evidence, boosted, balance, max(0, run.k - len(served)),
+    run.chosen = mmr_select(evidence, boosted, balance, max(0, run.k - len(run.rules)),
                             cfg.mmr_duplicate, tiers=picking)
     if run.nothing_relevant:
         run.chosen = []

@@ -242,6 +242,7 @@ def test_a_folded_rule_is_served_in_the_context_block_and_can_be_reported_follow
     assert {rules.slippage_warning, rules.swap_warning} <= set(served)
     assert other not in {i["id"] for i in out["items"]}
     assert [a["id"] for a in served[rules.swap_warning]["rule"]["also"]] == [other]
+    assert len(out["items"]) == 4  # k counts places: the folded rule takes none
     block = out["context"].splitlines()
     rank = served[rules.swap_warning]["rank"]
     at = next(n for n, line in enumerate(block) if line.startswith(f"{rank}. [warning"))
