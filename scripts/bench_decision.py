@@ -53,8 +53,9 @@ from typing import Any
 import numpy as np
 import structlog
 import yaml
-from bench_learning import T0, planted_of
+from bench_learning import T0
 from benches.sim_oracle import claim_for
+from benches.truth import planted_of
 
 from grimoire.clock import FrozenClock
 from grimoire.config import Config
