@@ -76,10 +76,11 @@ def rule_item(rule: AppliedRule, rank: int, tokens: int, text: str | None = None
     why it is there (with the rules it folds, ``rule.also``). ``text``: ``rule.lines()``
     as the token budget left them, one per line; the item's content is the first."""
     e = rule.entry
-    shown = None if text is None else text.split("\n", 1)[0]
+    cut = text is not None and text != "\n".join(rule.lines())
     item: dict[str, Any] = {
         "id": e.id, "kind": "entry", "category": e.category.value, "rank": rank,
-        "content": e.content if shown is None else shown, "score": round(rule.weight, 6),
+        "content": text.split("\n", 1)[0] if cut and text is not None else e.content,
+        "score": round(rule.weight, 6),
         "factors": {},
         "provenance": {"source": e.provenance.value,
                        "parent_episode_ids": list(e.parent_episode_ids),
@@ -90,7 +91,7 @@ def rule_item(rule: AppliedRule, rank: int, tokens: int, text: str | None = None
         "strategy": e.strategy, "tokens": tokens,
         "rule": {k: v for k, v in rule.to_dict().items()
                  if k not in ("id", "category", "content")}}
-    if text is not None and text != "\n".join(rule.lines()):
+    if cut:
         item["truncated"] = True
     return item
 

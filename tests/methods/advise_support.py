@@ -75,5 +75,18 @@ def fill_rules(g: Grimoire) -> Rules:
     return Rules(slippage_warning.id, swap_warning.id, night.id, lp.id, told.id, candidate.id)
 
 
+def same_advice_warning(g: Grimoire) -> str:
+    """A second eth-dca warning on swaps of WETH/USDC in high_vol, read from the other
+    outcome: the same advice as ``fill_rules``' swap warning (avoid that swap), another
+    reason, and a lower weight."""
+    claim = Claim(condition=dict(SWAPS_LOSE.condition), target="outcome:positive_rate",
+                  direction="lower", effect=0.25, baseline=0.3, support=43,
+                  strategy="eth-dca")
+    return put(g, category=Category.WARNING, claim=claim, confidence=0.8, strategy="eth-dca",
+               market_regime=Regime.HIGH_VOL, tags=("distiller", "positive_rate", "swap"),
+               content="Avoid swap on WETH/USDC when the regime is high_vol: 11 of 43 were "
+                       "positive (25% vs 30% for swap overall).").id
+
+
 #: "swap WETH/USDC in high_vol", as fields (the issue's done-when situation)
 SWAP_HIGH_VOL = {"actions": ["swap"], "token_pair": "WETH/USDC", "regime": "high_vol"}

@@ -18,7 +18,8 @@ from grimoire.clock import FrozenClock
 from grimoire.errors import ValidationError
 from grimoire.service.api import dispatch
 from tests.curator.test_curator_support import grimoire_at, hour, swap, write
-from tests.methods.advise_support import SWAP_HIGH_VOL, Rules, fill_rules
+from tests.methods.advise_support import SWAP_HIGH_VOL, Rules, fill_rules, same_advice_warning
+from tests.retrieval.retrieve_support import settle
 
 
 @pytest.fixture
@@ -193,26 +194,11 @@ def test_a_situational_retrieve_decodes_the_rules_once_between_changes(
     assert len(reads) == decoded
 
 
-def _same_advice_as_the_swap_warning(g: Grimoire) -> str:
-    """A second eth-dca warning on swaps of WETH/USDC in high_vol, read from the other
-    outcome: the same advice as ``swap_warning`` (avoid that swap), another reason."""
-    from grimoire.records import Category, Claim, Regime
-    from tests.curator.test_curator_support import put
-    from tests.methods.advise_support import SWAPS_LOSE
-    claim = Claim(condition=dict(SWAPS_LOSE.condition), target="outcome:positive_rate",
-                  direction="lower", effect=0.25, baseline=0.3, support=43,
-                  strategy="eth-dca")
-    return put(g, category=Category.WARNING, claim=claim, confidence=0.8, strategy="eth-dca",
-               market_regime=Regime.HIGH_VOL, tags=("distiller", "positive_rate", "swap"),
-               content="Avoid swap on WETH/USDC when the regime is high_vol: 11 of 43 were "
-                       "positive (25% vs 30% for swap overall).").id
-
-
 def test_rules_of_the_same_advice_take_one_place(g: Grimoire, rules: Rules) -> None:
     """Two warnings with one condition in one strategy (losses more often, wins less often)
     are one piece of advice: one place, the second under ``also``; the global slippage
     warning (another condition) keeps its own place, and ``limit`` counts places."""
-    other = _same_advice_as_the_swap_warning(g)
+    other = same_advice_warning(g)
     out = g.rules_applicable(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"})
     places = {r["id"]: r for r in out["rules"]}
     assert [r["id"] for r in out["rules"]][2:] == [rules.night_heuristic]
@@ -234,7 +220,7 @@ def test_rules_of_the_same_advice_take_one_place(g: Grimoire, rules: Rules) -> N
 
 def test_a_folded_rule_is_served_in_the_context_block_and_can_be_reported_followed(
         g: Grimoire, rules: Rules) -> None:
-    other = _same_advice_as_the_swap_warning(g)
+    other = same_advice_warning(g)
     write(g, [swap(hour(h), "negative") for h in range(1, 4)])
     out = g.retrieve(situation={**SWAP_HIGH_VOL, "strategy": "eth-dca"}, k=4,
                      max_tokens=2000, format="context")
@@ -248,7 +234,6 @@ def test_a_folded_rule_is_served_in_the_context_block_and_can_be_reported_follow
     at = next(n for n, line in enumerate(block) if line.startswith(f"{rank}. [warning"))
     assert block[at + 1].startswith("   also [warning · confidence ")
     assert block[at + 1].endswith("11 of 43 were positive (25% vs 30% for swap overall).")
-    from tests.retrieval.retrieve_support import settle
     settle(g)
     answer = g.outcome_report(retrieval_id=out["retrieval_id"], outcome="negative",
                               followed_ids=[other])

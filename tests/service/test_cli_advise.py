@@ -10,7 +10,7 @@ from pathlib import Path
 from grimoire.clock import FrozenClock
 from grimoire.records import EntryStatus
 from tests.curator.test_curator_support import open_grimoire, put
-from tests.methods.advise_support import Rules, fill_rules
+from tests.methods.advise_support import Rules, fill_rules, same_advice_warning
 from tests.service.test_cli_owner import cli, no_traceback
 
 
@@ -78,11 +78,10 @@ def test_entry_list_shows_summaries_only_when_asked(tmp_path: Path) -> None:
 
 def test_advise_prints_a_rule_of_the_same_advice_under_the_one_it_is_folded_into(
         tmp_path: Path) -> None:
-    from tests.methods.test_advise import _same_advice_as_the_swap_warning
     data = tmp_path / "data"
     with open_grimoire(data, FrozenClock()) as g:
         rules = fill_rules(g)
-        other = _same_advice_as_the_swap_warning(g)
+        other = same_advice_warning(g)
     p = cli("advise", "--action", "swap", "--pair", "WETH/USDC", "--regime", "high_vol",
             "--data", str(data))
     no_traceback(p)
