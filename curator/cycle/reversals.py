@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any
 
 from curator.claims import (
@@ -186,8 +187,12 @@ def find_reversals(cy: Cycle, claims: dict[str, Claim], verdicts: dict[str, Verd
             candidates.append((key, opposite, verdict.log_p_against))
     rejected = stats.holm([log_p for _, _, log_p in candidates], cfg.curator.reversal_alpha,
                           m=max(family, len(candidates)))
-    return {key: opposite for (key, opposite, _), r in zip(candidates, rejected, strict=True)
-            if r}
+    # The claim made now carries the p-value of the test that found it (as a learner's
+    # claim carries its own): found by a family-wise test, it is listed from the next cycle
+    # (``transitions.is_established``) instead of waiting for new episodes to confirm it:
+    # a day, for an hour window judged on whole passes.
+    return {key: dataclasses.replace(opposite, p_value=math.exp(log_p))
+            for (key, opposite, log_p), r in zip(candidates, rejected, strict=True) if r}
 
 
 def _record_change_points(cy: Cycle, reversed_list: list[tuple[GrimoireEntry, Claim, Verdict]],

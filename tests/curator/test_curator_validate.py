@@ -225,8 +225,10 @@ def test_a_decisive_reversal_demotes_the_claim_itself_and_a_turn_back_revives_it
     """The reversal verdict is its own transition: the reversed insight leaves active
     status (so PLAYBOOK.md) in the validation phase, its valid time ending at the first dear
     episode, whatever its confidence, and no later promotion lists it while it stays
-    reversed. When the world turns back (the reversed claim is reversed in its turn), the
-    old entry's valid time resumes and promotion decides on its evidence again."""
+    reversed. The claim the episodes make now carries the p-value of the reversal's test,
+    so promotion lists it at once, as it lists what a learner's test found. When the world
+    turns back (the reversed claim is reversed in its turn), the old entry's valid time
+    resumes and promotion decides on its evidence again."""
     old = put(g, claim=GAS_CLAIM, confidence=confidence_of(g, 60, 0), validated_count=60)
     write(g, _gas_day(0, 42.0, 24.0))
     clock.set(hour(5))
@@ -238,10 +240,12 @@ def test_a_decisive_reversal_demotes_the_claim_itself_and_a_turn_back_revives_it
     assert "reverse" in deltas(g, old.id)
     # whatever its confidence, promotion does not list a reversed claim
     assert cy.eff(after) > 0.8
-    assert promote(cy)["promoted"] == 0 and get(g, old.id).status is EntryStatus.DEMOTED
+    assert promote(cy)["promoted"] == 1 and get(g, old.id).status is EntryStatus.DEMOTED
     finish_cycle(cy)
     (dear,) = [e for e in g.context.semantic.list_entries(limit=None)
                if e.claim is not None and e.claim.direction == "higher"]
+    assert dear.status is EntryStatus.ACTIVE and dear.validated_count == 0
+    assert dear.claim is not None and 0.0 < dear.claim.p_value <= 0.01
     # the next day the window is cheap again: the dear claim is reversed, the old revived
     write(g, _gas_day(1, 6.0, 24.0))
     clock.set(hour(5, day=1))
@@ -471,3 +475,4 @@ def test_a_claim_is_not_confirmed_by_the_episodes_it_was_learned_from(
     after = get(g, warning.id)
     assert (after.validated_count, after.contradicted_count) == (0, 21)
     assert after.claim is not None and after.claim.support == BAND_WARNING.support + 21
+
