@@ -24,8 +24,8 @@ from curator.learn.causal_discovery import default_event_key
 from grimoire.records import Claim, Episode, EpisodeType, Outcome
 
 __all__ = ["ATTRIBUTES", "NEGATIVE_RATE", "POSITIVE_RATE", "EpisodeWindow", "Mask", "actions_of",
-           "band_mask", "claim_mask", "condition_mask", "event_key", "event_keys", "scope",
-           "term_field"]
+           "band_mask", "claim_mask", "condition_mask", "event_key", "event_keys",
+           "last_pass_start", "scope", "term_field"]
 
 Mask = npt.NDArray[np.bool_]
 NEGATIVE_RATE = "outcome:negative_rate"
@@ -138,15 +138,38 @@ def _label(value: object) -> str | None:
     return str(getattr(value, "value", value))
 
 
-def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
+def _hours(value: object) -> tuple[int, int] | None:
+    """An hour window's first hour and width in hours ([20, 0]: 20, 4; [22, 2]: 22, 4),
+    or None when ``value`` is not an hour window."""
     if (not isinstance(value, list | tuple) or len(value) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 24
                        for v in value)):
         return None
     start, end = int(value[0]) % 24, int(value[1]) % 24
-    width = (end - start) % 24 or 24
+    return start, (end - start) % 24 or 24
+
+
+def _hour_window(hours: npt.NDArray[np.int64], value: object) -> Mask | None:
+    window = _hours(value)
+    if window is None:
+        return None
+    start, width = window
     mask: Mask = ((hours - start) % 24) < width
     return mask
+
+
+def last_pass_start(value: object, now: int) -> int | None:
+    """When the latest pass of the hour window ``value`` that has ended by ``now`` began
+    (epoch ms, UTC hours as ``condition_mask`` reads them): for [20, 0] at 02:00, 20:00 the
+    day before. None when ``value`` is not an hour window."""
+    window = _hours(value)
+    if window is None:
+        return None
+    start, width = window
+    end = (start + width) % 24 * _MS_PER_HOUR
+    day = 24 * _MS_PER_HOUR
+    ended = (now - end) // day * day + end  # the latest end of a pass at or before now
+    return ended - width * _MS_PER_HOUR
 
 
 def band_mask(window: EpisodeWindow, value: object, cut: float | None) -> Mask | None:

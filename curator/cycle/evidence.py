@@ -5,7 +5,8 @@
   the cut point the claim states) is judged against
   the episodes that arrived since the last cycle (``curator.claims``), and, when
   they do not decide it, on all its pending episodes pooled (those after its
-  evidence was last counted: a daily two-hour window gives two a cycle).
+  evidence was last counted: a daily two-hour window gives two a cycle); a claim on
+  an hour window not yet borne out only once a whole pass of the window has ended.
   One definition of evidence (issue 11): the verdict's episodes are recorded
   per entry (``entry_evidence``) and only those never counted for the entry
   are evidence; ✓ / ✗ grow by exactly that many episodes, confidence is the
@@ -51,6 +52,7 @@ from curator.claims import (
     judge_claim,
 )
 from curator.claims.regimes import read_placed, with_market_regimes
+from curator.claims.window import last_pass_start
 from curator.cycle.reversals import failing_runs, find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
@@ -353,17 +355,32 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
     its selection was not chance, and a false positive's windows at the base rate fall
     decisively below its learned rate soon; once borne out, what its learned rate owes to
     the selection (a warning learned at 93% on 15 swaps of an 80% rule) must not wear it
-    down window after window."""
+    down window after window.
+
+    A claim on an hour window that new episodes have not borne out yet is judged on whole
+    passes of it (``_whole_pass``): undecided until a pass that began after ``since`` has
+    ended, then on all its pending episodes. Judged on what a cycle happened to see, it was
+    judged on the hours at one edge of its window, and the learner draws a window's edges
+    where the episodes it had made the scan most significant, so an edge is where a new
+    window is least sure: "swaps lose 20:00–00:00" learned at 23:30 (its last hour lossy by
+    chance on the first day) was judged on the seven swaps of 23:30–00:00 alone, wrong at
+    once, and left PLAYBOOK.md for the day until the next evening's swaps bore out the
+    20:00–23:00 the swaps really lose in. Once borne out on a pass, it is judged as the
+    cycles see it again: a world that changes inside a pass is seen in the part after the
+    change, not averaged away with the part before it."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes
     min_support = cfg.curator.validate_min_support
+    whole = None if borne_out else _whole_pass(claim, since, cy.now)
+    if whole is False:
+        return Verdict(None, 0, None, claim.effect, claim.baseline, claim.target)
     if since is not None:
         window = _after(pools, "window", window, since)
     if claim.target in (NEGATIVE_RATE, POSITIVE_RATE):
         level = cfg.curator.causal_verdict_level
         gap = cfg.distiller.min_rate_gap if borne_out else 0.0
-        verdict = judge_claim(window, claim, min_support, max_votes, level=level,
-                              least_gap=gap)
+        verdict = None if whole else judge_claim(window, claim, min_support, max_votes,
+                                                 level=level, least_gap=gap)
         if verdict is None or verdict.right is None:
             actions = _pending_pool(cy, pools, "actions")
             if since is not None:
@@ -371,6 +388,10 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
             verdict = judge_claim(actions, claim, min_support, max_votes, level=level,
                                   least_gap=gap)
         return verdict
+    if whole:
+        pooled = _after(pools, "pending", _pending_pool(cy, pools, "pending"), since or 0)
+        return judge_claim(pooled, claim, min_support, max_votes,
+                           strata=cfg.distiller.hour_strata)
     if claim.target.startswith("metric:") and "episodes" not in pools:
         pools["episodes"] = _episode_pool(cy)
     verdict = judge_claim(window, claim, min_support, max_votes,
@@ -383,6 +404,17 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
             verdict = judge_claim(pooled, claim, min_support, max_votes,
                                   strata=cfg.distiller.hour_strata)
     return verdict
+
+
+def _whole_pass(claim: Claim, since: int | None, now: int) -> bool | None:
+    """Whether a pass of ``claim``'s hour window began after ``since`` (its pending time)
+    and has ended by ``now``; None for a claim with no hour window, or when every episode is
+    pending (``since`` None)."""
+    hours = claim.condition.get("hour_window")
+    if hours is None or since is None:
+        return None
+    began = last_pass_start(hours, now)
+    return None if began is None else began > since
 
 
 def _after(pools: dict[str, Any], name: str, window: EpisodeWindow, learned: int,

@@ -21,6 +21,7 @@ from curator.claims import (
     rate_alternative,
     reversal,
 )
+from curator.claims.window import last_pass_start
 from grimoire.ids import new_id
 from grimoire.records import Claim, Episode, episode_from_params
 from tests.curator.test_curator_support import GAS_CLAIM, SWAP_CLAIM, gas_obs, hour, swap
@@ -153,6 +154,21 @@ def test_metric_claim_right_wrong_and_undecided() -> None:
     few = EpisodeWindow.of([ep(gas_obs(hour(3), 40.0)), ep(gas_obs(hour(3.1), 41.0))])
     verdict = judge_claim(few, GAS_CLAIM, 3)
     assert verdict is not None and verdict.right is None and verdict.n == 2
+
+
+@given(start=st.integers(0, 23), width=st.integers(1, 23), now=st.integers(hour(0), hour(0, day=9)))
+def test_last_pass_start_is_the_latest_pass_of_the_window_ended_by_now(
+        start: int, width: int, now: int) -> None:
+    """Every hour of the pass is in the window, the pass has ended by ``now``, and the next
+    one has not (hour windows wrap midnight: [22, 2] is 22:00-02:00)."""
+    value = [start, (start + width) % 24]
+    began = last_pass_start(value, now)
+    assert began is not None
+    ended = began + width * 3_600_000
+    assert ended <= now < ended + 86_400_000
+    window = EpisodeWindow.of([ep(gas_obs(t, 5.0)) for t in range(began, ended, 900_000)])
+    assert condition_mask(window, {"hour_window": value}).all()
+    assert last_pass_start([25, 3], now) is None and last_pass_start("20-23", now) is None
 
 
 def test_an_hour_claim_is_judged_within_regimes() -> None:

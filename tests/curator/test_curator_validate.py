@@ -476,3 +476,32 @@ def test_a_claim_is_not_confirmed_by_the_episodes_it_was_learned_from(
     assert (after.validated_count, after.contradicted_count) == (0, 21)
     assert after.claim is not None and after.claim.support == BAND_WARNING.support + 21
 
+
+def test_an_hour_window_claim_is_judged_on_whole_passes_of_its_window(
+        g: Grimoire, clock: FrozenClock) -> None:
+    """"Swaps lose 20:00-00:00" was learned at 23:30 (its last hour lossy by chance on the
+    first evening). The seven swaps of 23:30-00:00 win as swaps do outside the window; judged
+    on them alone, the warning was wrong at once (P = 0.0005 under 67%) and left PLAYBOOK.md
+    for a day (bench_learning many_pairs seed 1). They are one edge of its window: undecided
+    until a whole pass of it has ended, then judged with that pass, and counted then."""
+    claim = dataclasses.replace(SWAP_CLAIM, condition={"action": "swap", "hour_window": [20, 0]},
+                                effect=0.667, baseline=0.39, support=63)
+    warning = put(g, category=Category.WARNING, claim=claim, confidence=0.6,
+                  valid_from=hour(23.5))
+    edge = [swap(hour(23.5) + 1 + i * 240_000, "negative" if i == 0 else "positive")
+            for i in range(7)]
+    write(g, edge)
+    clock.set(hour(2, day=1))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["undecided"] == 1 and counts["wrong"] == 0
+    assert get(g, warning.id) == warning
+    evening = [swap(hour(20, day=1) + i * 360_000, "negative" if i % 5 else "positive")
+               for i in range(30)]  # 24 of 30 lose
+    late = [swap(hour(23, day=1) + i * 360_000, "negative" if i < 3 else "positive")
+            for i in range(10)]
+    write(g, evening + late)
+    clock.set(hour(0.5, day=2))
+    counts = validate_predictions(start_cycle(g))
+    assert counts["right"] == 1
+    after = get(g, warning.id)
+    assert (after.validated_count, after.contradicted_count) == (47, 0)  # the edge counted too

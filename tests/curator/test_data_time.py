@@ -78,7 +78,7 @@ def test_a_claim_its_new_episodes_cannot_decide_is_judged_on_all_its_pending_one
         for day in range(4):
             write(g, [*(gas_obs(hour(h, day), 6.0 + h / 10) for h in (2.5, 3.5)),
                       *(gas_obs(hour(h, day), 24.0) for h in (8, 12, 16, 20))])
-            cy = start_cycle(g)
+            cy = start_cycle(g, now=hour(20, day))  # the data's time, as run_cycle's
             validate_predictions(cy)
             finish_cycle(cy)
             found = get(g, insight.id)
