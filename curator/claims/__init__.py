@@ -30,6 +30,7 @@ from curator.claims.window import (
     condition_mask,
     event_key,
     event_keys,
+    last_pass_start,
     term_field,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "event_key",
     "event_keys",
     "judge_claim",
+    "last_pass_start",
     "midpoint_verdict",
     "rate_alternative",
     "reference_level",

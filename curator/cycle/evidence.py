@@ -50,9 +50,9 @@ from curator.claims import (
     Verdict,
     check_causal,
     judge_claim,
+    last_pass_start,
 )
 from curator.claims.regimes import read_placed, with_market_regimes
-from curator.claims.window import last_pass_start
 from curator.cycle.reversals import failing_runs, find_reversals, settle_reversals
 from curator.cycle.state import (
     LIVE,
@@ -365,8 +365,8 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
     window is least sure: "swaps lose 20:00–00:00" learned at 23:30 (its last hour lossy by
     chance on the first day) was judged on the seven swaps of 23:30–00:00 alone, wrong at
     once, and left PLAYBOOK.md for the day until the next evening's swaps bore out the
-    20:00–23:00 the swaps really lose in. Once borne out on a pass, it is judged as the
-    cycles see it again: a world that changes inside a pass is seen in the part after the
+    20:00–23:00 the swaps really lose in. Once borne out, it is judged as the cycles see
+    it again: a world that changes inside a pass is seen in the part after the
     change, not averaged away with the part before it."""
     cfg = cy.ctx.config
     max_votes = cfg.curator.validate_max_votes

@@ -17,11 +17,11 @@ from curator.claims import (
     event_key,
     event_keys,
     judge_claim,
+    last_pass_start,
     midpoint_verdict,
     rate_alternative,
     reversal,
 )
-from curator.claims.window import last_pass_start
 from grimoire.ids import new_id
 from grimoire.records import Claim, Episode, episode_from_params
 from tests.curator.test_curator_support import GAS_CLAIM, SWAP_CLAIM, gas_obs, hour, swap
