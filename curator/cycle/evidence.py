@@ -388,19 +388,18 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
             verdict = judge_claim(actions, claim, min_support, max_votes, level=level,
                                   least_gap=gap)
         return verdict
-    if whole:
-        pooled = _after(pools, "pending", _pending_pool(cy, pools, "pending"), since or 0)
-        return judge_claim(pooled, claim, min_support, max_votes,
-                           strata=cfg.distiller.hour_strata)
-    if claim.target.startswith("metric:") and "episodes" not in pools:
-        pools["episodes"] = _episode_pool(cy)
-    verdict = judge_claim(window, claim, min_support, max_votes,
-                          reference=pools.get("episodes"), strata=cfg.distiller.hour_strata)
-    if claim.target.startswith("metric:") and (verdict is not None and verdict.right is None):
+    metric = claim.target.startswith("metric:")
+    verdict = None
+    if not whole:
+        if metric and "episodes" not in pools:
+            pools["episodes"] = _episode_pool(cy)
+        verdict = judge_claim(window, claim, min_support, max_votes,
+                              reference=pools.get("episodes"), strata=cfg.distiller.hour_strata)
+    if metric and (whole or (verdict is not None and verdict.right is None)):
         pooled = _pending_pool(cy, pools, "pending")
         if since is not None:
             pooled = _after(pools, "pending", pooled, since)
-        if pooled.size > window.size:
+        if whole or pooled.size > window.size:
             verdict = judge_claim(pooled, claim, min_support, max_votes,
                                   strata=cfg.distiller.hour_strata)
     return verdict
