@@ -78,9 +78,22 @@ def test_past_the_threshold_the_index_is_built_measured_and_used(tmp_path: Path)
         for i in (0, 17, 604, N - 1):
             assert store.search(vectors[i], 1)[0][0].id == f"e-{i}"
         assert store.search(late[3], 1)[0][0].id == f"e-{N + 3}"
-        exact = store.search(vectors[42], 10, EpisodeFilter())  # a filter: the exact path
-        indexed = store.search(vectors[42], 10)
-        assert [e.id for e, _ in indexed][:5] == [e.id for e, _ in exact][:5]
+        # Each hit is scored exactly (the index only chooses the candidates), best first,
+        # and the top 10 agree with the exact search's about as well as the build measured:
+        # the index promises a recall, not one query's exact list (its k-means is not
+        # seeded, so a strict top-5 match failed now and then at rank 4 or 5).
+        overlap = []
+        for i in range(0, N, N // 40):
+            exact = store.search(vectors[i], 10, EpisodeFilter())  # a filter: the exact path
+            indexed = store.search(vectors[i], 10)
+            scores = {e.id: score for e, score in exact}
+            assert [score for _, score in indexed] == sorted(
+                (score for _, score in indexed), reverse=True)
+            for e, score in indexed:
+                if e.id in scores:
+                    assert score == scores[e.id]
+            overlap.append(len(scores.keys() & {e.id for e, _ in indexed}) / 10)
+        assert float(np.mean(overlap)) >= 0.9
     with open_store(tmp_path) as store:  # the build's measure is kept: no rebuild on open
         ann = store.stats()["ann"]
         assert ann["used"] is True and ann["indexed_rows"] == N
