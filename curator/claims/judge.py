@@ -56,7 +56,8 @@ from curator.distiller import stats
 from grimoire.records import Claim
 
 __all__ = ["Verdict", "against_rest", "causal_verdict", "judge_claim", "midpoint_verdict",
-           "predictions", "rate_alternative", "reference_level", "reversal", "stratified_level"]
+           "predictions", "rate_alternative", "rate_likelihood_ratio", "reference_level",
+           "reversal", "stratified_level"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,18 +112,37 @@ def midpoint_verdict(observed: float, effect: float, baseline: float) -> bool | 
 
 
 def causal_verdict(followed: int, n: int, effect: float, baseline: float, level: float,
-                   ) -> bool | None:
+                   *, wrong_by_ratio: bool = False) -> bool | None:
     """Right / wrong / undecided for "B follows A at ``effect`` (vs ``baseline``)" on ``n``
     occurrences, ``followed`` of them followed. The side of the midpoint decides which,
     and only when chance could hardly have put it there: right needs P(≥ followed | n,
     baseline) ≤ ``level``, wrong P(≤ followed | n, effect) ≤ ``level``. A lead seen a few
     times a day (1 of 5 followed, claimed 40%: P = 0.34) is undecided, not wrong: pooled
-    again, it is counted once its occurrences say something."""
+    again, it is counted once its occurrences say something.
+
+    With ``wrong_by_ratio`` (a rule new episodes have already borne out), wrong needs the
+    episodes to be at least 1 / ``level`` times likelier at the baseline, or at the rate
+    they show when that lies past the baseline, than at ``effect`` (a likelihood ratio,
+    ``rate_likelihood_ratio``) instead: the verdict chooses between "no effect (or the
+    opposite one)" and "the effect it asserts", and a tail at ``effect`` alone says only
+    that ``effect`` is unlikely, which a rule whose rate sits right at ``effect`` hears
+    from ``level`` of its windows: judged every cycle, such a rule was called wrong by one
+    of them sooner or later and left PLAYBOOK.md although no window showed "no effect" (a
+    90%-win rule asserted at 90% against 70%: 17 of 23 wins has P = 0.023 at 90%, and is
+    10 times, not 20, likelier at 70%). A window between the two rates reaches the ratio
+    under ``effect`` with probability at most ``level`` (Wald); one past the baseline
+    (the world reversed: 2 wins of 5, 43 times likelier at 40% than at 90%) is as rare
+    under ``effect`` as the tail made it, and is decided as soon."""
     if n <= 0:
         return None
     side = midpoint_verdict(followed / n, effect, baseline)
     if side is None or not 0.0 <= baseline <= 1.0 or not 0.0 <= effect <= 1.0:
         return side
+    if wrong_by_ratio and not side:
+        shown = followed / n
+        past = shown < baseline if effect > baseline else shown > baseline
+        ratio = rate_likelihood_ratio(followed, n, shown if past else baseline, effect)
+        return False if ratio >= -np.log(level) else None
     # The tail points the way the claim does: a claimed rate above its baseline is right
     # when this many or more would be rare under the baseline; one below it (a reversed
     # "loses less often" rule) when this many or fewer would be.
@@ -134,6 +154,17 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
         log_p = (stats.binom_logcdf(followed, n, effect) if up
                  else stats.binom_logsf(followed, n, effect))
     return side if log_p <= np.log(level) else None
+
+
+def rate_likelihood_ratio(k: int, n: int, rate: float, other: float) -> float:
+    """log of P(k of n | ``rate``) / P(k of n | ``other``) (binomial; the binomial
+    coefficients cancel): +inf when ``other`` cannot give k of n and ``rate`` can."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.array([k * (np.log(rate) - np.log(other)) if k else 0.0,
+                          (n - k) * (np.log1p(-rate) - np.log1p(-other)) if n - k else 0.0])
+    if np.isnan(terms).any():  # a rate neither can give (0 vs 0 on one side): no evidence
+        return 0.0
+    return float(terms.sum())
 
 
 def predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
@@ -159,7 +190,9 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
 
     An outcome-rate claim, with ``least_gap`` (``distiller.min_rate_gap``) > 0, is judged on
     whether its rule still holds, not on whether the episodes reproduce the rate it was
-    learned at (``rate_alternative``)."""
+    learned at (``rate_alternative``), and is wrong only when its episodes are likelier at
+    the baseline than at that rate by 1 / ``level`` (``causal_verdict``'s
+    ``wrong_by_ratio``)."""
     mask = claim_mask(window, claim)
     if mask is None:
         return None
@@ -196,7 +229,8 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
             holds = rate_alternative(claim, least_gap)
-            right = causal_verdict(k, n, holds, claim.baseline, level)
+            right = causal_verdict(k, n, holds, claim.baseline, level,
+                                   wrong_by_ratio=least_gap > 0.0)
             if not claim.states_its_direction():
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,

@@ -250,7 +250,9 @@ class CuratorConfig:
         0.05, "a causal link's pooled occurrences decide right (wrong) only when chance would "
         "put that many followed ones at or above (below) its side of the midpoint with at most "
         "this probability (exact binomial, under the baseline / the claimed rate); else "
-        "undecided, pooled again, counted once decided")
+        "undecided, pooled again, counted once decided. A rate rule new episodes have borne "
+        "out is wrong only when its episodes are 1 / this times likelier at its baseline than "
+        "at the gap it asserts (a likelihood ratio)")
     reversal_alpha: float = opt(
         0.05, "family-wise level of the cycle's reversals: a claim the new episodes contradict "
         "is turned round only when its condition's episodes lie on the other side of the rest "

@@ -465,3 +465,53 @@ def test_a_rate_rule_is_judged_on_the_gap_it_asserts_not_the_rate_it_was_learned
     base = judge_claim(window(4, 20), claim, 3, 10, level=0.05, least_gap=0.2)
     assert base is not None and base.right is False
     assert base.to_dict()["holds_at"] == pytest.approx(0.605)
+
+
+def test_a_borne_out_rule_is_wrong_only_when_no_effect_is_likelier_by_the_level() -> None:
+    """"WETH/DAI swaps win: 94% (vs 70%)", borne out, asserts at least 90% (its gap of
+    ``min_rate_gap``), and its swaps do win 90% of the time. Judged every cycle by the tail
+    at 90% alone, one window in forty or so (17 of 23 wins: P = 0.023) called it wrong and
+    it left PLAYBOOK.md for good; that window is only 10 times likelier at 70% than at 90%.
+    Wrong now needs 1 / level (20) times: a window at the base rate is that, the rule's own
+    rate hardly ever."""
+    from curator.claims import causal_verdict, rate_likelihood_ratio
+
+    assert causal_verdict(17, 23, 0.9, 0.7, 0.05) is False  # the tail: P(<= 17 | 23, 0.9)
+    assert causal_verdict(17, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is None
+    assert rate_likelihood_ratio(17, 23, 0.7, 0.9) == pytest.approx(2.32, abs=0.01)
+    assert causal_verdict(14, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is False  # x580
+    assert causal_verdict(22, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is True  # unchanged
+    assert causal_verdict(5, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is False  # reversed
+    # past the baseline, the rate the episodes show is the alternative: a small window of a
+    # reversed world is decided as the tail decided it (2 of 5: 43x likelier at 40%, 2.8x
+    # at 70%), one just short of it is not (3 of 5: 4.7x at 60%)
+    assert causal_verdict(2, 5, 0.9, 0.7, 0.05) is False
+    assert causal_verdict(2, 5, 0.9, 0.7, 0.05, wrong_by_ratio=True) is False
+    assert causal_verdict(3, 5, 0.9, 0.7, 0.05, wrong_by_ratio=True) is None
+    # a rate that cannot give the episodes: one loss refutes "always wins" either way
+    assert causal_verdict(7, 10, 1.0, 0.7, 0.05, wrong_by_ratio=True) is False
+    claim = Claim({"action": "swap", "token_pair": "WETH/DAI"}, "outcome:positive_rate",
+                  "higher", 0.94, 0.70, 44, strategy="eth-dca")
+    window = EpisodeWindow.of([ep(swap(hour(1) + i * 60_000,
+                                       "positive" if i < 17 else "negative",
+                                       pair="WETH/DAI")) for i in range(23)])
+    assert judge_claim(window, claim, 3, 10, level=0.05).right is False  # type: ignore[union-attr]
+    borne_out = judge_claim(window, claim, 3, 10, level=0.05, least_gap=0.2)
+    assert borne_out is not None and borne_out.right is None and borne_out.predictions == 0
+
+
+@pytest.mark.parametrize(("holds", "baseline"), [(0.9, 0.7), (0.6, 0.4), (0.2, 0.5),
+                                                 (0.95, 0.35)])
+def test_a_rule_at_its_asserted_rate_is_called_wrong_in_at_most_level_of_its_windows(
+        holds: float, baseline: float) -> None:
+    """Under the rate a borne-out rule asserts, the windows the likelihood ratio calls wrong
+    carry at most ``level`` of the binomial mass, whatever the window's size (Wald's bound
+    for the windows between the two rates; those past the baseline are rarer still)."""
+    import math
+
+    from curator.claims import causal_verdict
+
+    for n in (3, 10, 23, 60, 200):
+        mass = sum(math.comb(n, k) * holds ** k * (1 - holds) ** (n - k) for k in range(n + 1)
+                   if causal_verdict(k, n, holds, baseline, 0.05, wrong_by_ratio=True) is False)
+        assert mass <= 0.05
