@@ -131,8 +131,9 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
     90%-win rule asserted at 90% against 70%: 17 of 23 wins has P = 0.023 at 90%, and is
     10 times, not 20, likelier at 70%). A window between the two rates reaches the ratio
     under ``effect`` with probability at most ``level`` (Wald); one past the baseline
-    (the world reversed: 2 wins of 5, 43 times likelier at 40% than at 90%) is as rare
-    under ``effect`` as the tail made it, and is decided as soon."""
+    (the world reversed: 2 wins of 5, 43 times likelier at 40% than at 90%) is decided
+    about as soon as the tail decided it (a test sums the "wrong" windows' mass under
+    ``effect`` for several rates and window sizes: at most ``level`` each)."""
     if n <= 0:
         return None
     side = midpoint_verdict(followed / n, effect, baseline)
@@ -191,8 +192,8 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
     An outcome-rate claim, with ``least_gap`` (``distiller.min_rate_gap``) > 0, is judged on
     whether its rule still holds, not on whether the episodes reproduce the rate it was
     learned at (``rate_alternative``), and is wrong only when its episodes are likelier at
-    the baseline than at that rate by 1 / ``level`` (``causal_verdict``'s
-    ``wrong_by_ratio``)."""
+    the baseline (or at the rate they show past it) than at that rate by 1 / ``level``
+    (``causal_verdict``'s ``wrong_by_ratio``)."""
     mask = claim_mask(window, claim)
     if mask is None:
         return None

@@ -356,7 +356,8 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
     decisively below its learned rate soon; once borne out, what its learned rate owes to
     the selection (a warning learned at 93% on 15 swaps of an 80% rule) must not wear it
     down window after window, and it is wrong only when a window is likelier at the
-    baseline than at that gap by 1 / ``causal_verdict_level`` (``claims.causal_verdict``):
+    baseline (or past it) than at that gap by 1 / ``causal_verdict_level``
+    (``claims.causal_verdict``):
     a rule whose rate sits right at its gap is judged every cycle, and a tail at the gap
     alone called one window in a few dozen wrong.
 

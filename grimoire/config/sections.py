@@ -251,8 +251,8 @@ class CuratorConfig:
         "put that many followed ones at or above (below) its side of the midpoint with at most "
         "this probability (exact binomial, under the baseline / the claimed rate); else "
         "undecided, pooled again, counted once decided. A rate rule new episodes have borne "
-        "out is wrong only when its episodes are 1 / this times likelier at its baseline than "
-        "at the gap it asserts (a likelihood ratio)")
+        "out is wrong only when its episodes are 1 / this times likelier at its baseline (or "
+        "at the rate they show past it) than at the gap it asserts (a likelihood ratio)")
     reversal_alpha: float = opt(
         0.05, "family-wise level of the cycle's reversals: a claim the new episodes contradict "
         "is turned round only when its condition's episodes lie on the other side of the rest "
