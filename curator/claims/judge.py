@@ -120,7 +120,7 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
     times a day (1 of 5 followed, claimed 40%: P = 0.34) is undecided, not wrong: pooled
     again, it is counted once its occurrences say something.
 
-    With ``wrong_by_ratio`` (a rule new episodes have already borne out), wrong needs the
+    With ``wrong_by_ratio`` (an outcome-rate rule, ``judge_claim``), wrong needs the
     episodes to be at least 1 / ``level`` times likelier at the baseline, or at the rate
     they show when that lies past the baseline, than at ``effect`` (a likelihood ratio,
     ``rate_likelihood_ratio``) instead: the verdict chooses between "no effect (or the
@@ -129,7 +129,8 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
     from ``level`` of its windows: judged every cycle, such a rule was called wrong by one
     of them sooner or later and left PLAYBOOK.md although no window showed "no effect" (a
     90%-win rule asserted at 90% against 70%: 17 of 23 wins has P = 0.023 at 90%, and is
-    10 times, not 20, likelier at 70%). A window between the two rates reaches the ratio
+    10 times, not 20, likelier at 70%; a warning learned at 79% against 40%, 6 losses of
+    12: P = 0.02 at 79%, 9 times likelier at 40%). A window between the two rates reaches the ratio
     under ``effect`` with probability at most ``level`` (Wald); one past the baseline
     (the world reversed: 2 wins of 5, 43 times likelier at 40% than at 90%) is decided
     about as soon as the tail decided it (a test sums the "wrong" windows' mass under
@@ -191,9 +192,9 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
 
     An outcome-rate claim, with ``least_gap`` (``distiller.min_rate_gap``) > 0, is judged on
     whether its rule still holds, not on whether the episodes reproduce the rate it was
-    learned at (``rate_alternative``), and is wrong only when its episodes are likelier at
-    the baseline (or at the rate they show past it) than at that rate by 1 / ``level``
-    (``causal_verdict``'s ``wrong_by_ratio``)."""
+    learned at (``rate_alternative``). Either way it is wrong only when its episodes are
+    likelier at the baseline (or at the rate they show past it) than at the rate it is
+    judged at by 1 / ``level`` (``causal_verdict``'s ``wrong_by_ratio``)."""
     mask = claim_mask(window, claim)
     if mask is None:
         return None
@@ -230,8 +231,7 @@ def judge_claim(window: EpisodeWindow, claim: Claim, min_support: int,
             # a rate on a handful of actions is a coin flip at the midpoint: decided only
             # when chance hardly explains it (as a causal link's occurrences)
             holds = rate_alternative(claim, least_gap)
-            right = causal_verdict(k, n, holds, claim.baseline, level,
-                                   wrong_by_ratio=least_gap > 0.0)
+            right = causal_verdict(k, n, holds, claim.baseline, level, wrong_by_ratio=True)
             if not claim.states_its_direction():
                 right = False
             return Verdict(right, n, observed, claim.effect, claim.baseline, claim.target,

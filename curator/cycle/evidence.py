@@ -355,11 +355,10 @@ def _judge(cy: Cycle, window: EpisodeWindow, claim: Claim, pools: dict[str, Any]
     its selection was not chance, and a false positive's windows at the base rate fall
     decisively below its learned rate soon; once borne out, what its learned rate owes to
     the selection (a warning learned at 93% on 15 swaps of an 80% rule) must not wear it
-    down window after window, and it is wrong only when a window is likelier at the
-    baseline (or past it) than at that gap by 1 / ``causal_verdict_level``
-    (``claims.causal_verdict``):
-    a rule whose rate sits right at its gap is judged every cycle, and a tail at the gap
-    alone called one window in a few dozen wrong.
+    down window after window. Either way it is wrong only when a window is likelier at the
+    baseline (or past it) than at the rate it is judged at by 1 / ``causal_verdict_level``
+    (``claims.causal_verdict``): a rule whose rate sits right there is judged every cycle,
+    and a tail at that rate alone called one window in a few dozen wrong.
 
     A claim on an hour window that new episodes have not borne out yet is judged on whole
     passes of it (``_whole_pass``): undecided until a pass that began after ``since`` has

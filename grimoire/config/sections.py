@@ -247,12 +247,10 @@ class CuratorConfig:
         "in this span (pooled, so a rare cause is judged at all); only occurrences never "
         "counted for the link are new evidence")
     causal_verdict_level: float = opt(
-        0.05, "a causal link's pooled occurrences decide right (wrong) only when chance would "
-        "put that many followed ones at or above (below) its side of the midpoint with at most "
-        "this probability (exact binomial, under the baseline / the claimed rate); else "
-        "undecided, pooled again, counted once decided. A rate rule new episodes have borne "
-        "out is wrong only when its episodes are 1 / this times likelier at its baseline (or "
-        "at the rate they show past it) than at the gap it asserts (a likelihood ratio)")
+        0.05, "a link's occurrences (a rate rule's actions) decide right only when at most this "
+        "probability puts that many at or above its side of the midpoint under the baseline "
+        "(wrong: below, under the claimed rate; a rate rule: 1/this times likelier at its "
+        "baseline, or past it, than at its claimed rate); else undecided, pooled, then counted")
     reversal_alpha: float = opt(
         0.05, "family-wise level of the cycle's reversals: a claim the new episodes contradict "
         "is turned round only when its condition's episodes lie on the other side of the rest "

@@ -343,15 +343,16 @@ def test_a_rule_contradicted_a_few_actions_at_a_time_is_reversed_on_its_failing_
 def test_a_warning_borne_out_is_judged_on_the_gap_it_asserts(
         g: Grimoire, clock: FrozenClock, borne_out: bool) -> None:
     """"Swaps in high_vol lose: 81% vs 40%", learned at the top of many hypotheses, meets
-    an ordinary window of an 80% rule: 6 of 11 lose. Never borne out, it is judged on the
-    rate it was learned at and the window is decisive against it (P = 0.05 under 81%).
-    Borne out already (✓4), it is judged on the gap it asserts (at least 60.5%, as its
-    learner tests it): 6 of 11 decide nothing, and nothing is counted against it."""
+    a window of 20 swaps of which 9 lose (45%). Never borne out, it is judged on the rate
+    it was learned at, and the window is 540 times likelier at the 40% baseline than at
+    81%: wrong, ✗20. Borne out already (✓4), it is judged on the gap it asserts (at least
+    60.5%, as its learner tests it): only 2.4 times likelier at 40% (less than
+    1 / ``causal_verdict_level``), it decides nothing, and nothing is counted against it."""
     claim = dataclasses.replace(SWAP_CLAIM, effect=0.81, baseline=0.40, support=15)
     warning = put(g, category=Category.WARNING, claim=claim, confidence=0.7,
                   validated_count=4 if borne_out else 0)
-    write(g, [swap(hour(1) + i * 60_000, "negative" if i < 6 else "positive")
-              for i in range(11)])
+    write(g, [swap(hour(1) + i * 60_000, "negative" if i < 9 else "positive")
+              for i in range(20)])
     clock.set(hour(2))
     counts = validate_predictions(start_cycle(g))
     after = get(g, warning.id)
@@ -360,7 +361,7 @@ def test_a_warning_borne_out_is_judged_on_the_gap_it_asserts(
         assert (after.validated_count, after.contradicted_count) == (4, 0)
     else:
         assert counts["wrong"] == 1
-        assert (after.validated_count, after.contradicted_count) == (0, 11)
+        assert (after.validated_count, after.contradicted_count) == (0, 20)
 
 
 def test_a_wrong_but_indecisive_verdict_records_no_change_point(
