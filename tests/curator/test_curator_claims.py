@@ -474,9 +474,9 @@ def test_a_borne_out_rule_is_wrong_only_when_no_effect_is_likelier_by_the_level(
     """"WETH/DAI swaps win: 94% (vs 70%)", borne out, asserts at least 90% (its gap of
     ``min_rate_gap``), and its swaps do win 90% of the time. Judged every cycle by the tail
     at 90% alone, one window in forty or so (17 of 23 wins: P = 0.023) called it wrong and
-    it left PLAYBOOK.md for good; that window is only 10 times likelier at 70% than at 90%.
-    Wrong now needs 1 / level (20) times: a window at the base rate is that, the rule's own
-    rate hardly ever."""
+    it left PLAYBOOK.md until the world changed; that window is only 10 times likelier at
+    70% than at 90%. Wrong now needs 1 / level (20) times: a window at the base rate is
+    that, the rule's own rate hardly ever."""
     from curator.claims import causal_verdict, rate_likelihood_ratio
 
     assert causal_verdict(17, 23, 0.9, 0.7, 0.05) is False  # the tail: P(<= 17 | 23, 0.9)
@@ -486,7 +486,7 @@ def test_a_borne_out_rule_is_wrong_only_when_no_effect_is_likelier_by_the_level(
     assert causal_verdict(22, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is True  # unchanged
     assert causal_verdict(5, 23, 0.9, 0.7, 0.05, wrong_by_ratio=True) is False  # reversed
     # past the baseline, the rate the episodes show is the alternative: a small window of a
-    # reversed world is decided as the tail decided it (2 of 5: 43x likelier at 40%, 2.8x
+    # reversed world is decided as the tail decided it (2 of 5: 43x likelier at 40%, 16x
     # at 70%), one just short of it is not (3 of 5: 4.7x at 60%)
     assert causal_verdict(2, 5, 0.9, 0.7, 0.05) is False
     assert causal_verdict(2, 5, 0.9, 0.7, 0.05, wrong_by_ratio=True) is False
