@@ -130,8 +130,8 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
     of them sooner or later and left PLAYBOOK.md although no window showed "no effect" (a
     90%-win rule asserted at 90% against 70%: 17 of 23 wins has P = 0.023 at 90%, and is
     10 times, not 20, likelier at 70%; a warning learned at 79% against 40%, 6 losses of
-    12: P = 0.02 at 79%, 9 times likelier at 40%). A window between the two rates reaches the ratio
-    under ``effect`` with probability at most ``level`` (Wald); one past the baseline
+    12: P = 0.02 at 79%, 9 times likelier at 40%). A window between the two rates reaches
+    the ratio under ``effect`` with probability at most ``level`` (Wald); one past the baseline
     (the world reversed: 2 wins of 5, 43 times likelier at 40% than at 90%) is decided
     about as soon as the tail decided it (a test sums the "wrong" windows' mass under
     ``effect`` for several rates and window sizes: at most ``level`` each)."""

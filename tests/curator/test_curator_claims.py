@@ -460,7 +460,8 @@ def test_a_rate_rule_is_judged_on_the_gap_it_asserts_not_the_rate_it_was_learned
     # (less than 1 / level): pooled, not wrong; a window at the base rate is wrong
     learned_at = judge_claim(window(6), claim, 3, 10, level=0.05)
     assert learned_at is not None and learned_at.right is None
-    assert judge_claim(window(4, 20), claim, 3, 10, level=0.05).right is False  # type: ignore[union-attr]
+    at_base = judge_claim(window(4, 20), claim, 3, 10, level=0.05)
+    assert at_base is not None and at_base.right is False
     asserted = judge_claim(window(6), claim, 3, 10, level=0.05, least_gap=0.2)
     assert asserted is not None and asserted.right is None and asserted.predictions == 0
     shows = judge_claim(window(9), claim, 3, 10, level=0.05, least_gap=0.2)
