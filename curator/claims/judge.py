@@ -159,14 +159,12 @@ def causal_verdict(followed: int, n: int, effect: float, baseline: float, level:
 
 
 def rate_likelihood_ratio(k: int, n: int, rate: float, other: float) -> float:
-    """log of P(k of n | ``rate``) / P(k of n | ``other``) (binomial; the binomial
-    coefficients cancel): +inf when ``other`` cannot give k of n and ``rate`` can."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.array([k * (np.log(rate) - np.log(other)) if k else 0.0,
-                          (n - k) * (np.log1p(-rate) - np.log1p(-other)) if n - k else 0.0])
-    if np.isnan(terms).any():  # a rate neither can give (0 vs 0 on one side): no evidence
-        return 0.0
-    return float(terms.sum())
+    """log of P(k of n | ``rate``) / P(k of n | ``other``) (``stats.binom_logpmf``): +inf
+    when ``other`` cannot give k of n and ``rate`` can, 0 when neither can."""
+    up, down = stats.binom_logpmf(k, n, rate), stats.binom_logpmf(k, n, other)
+    if down == stats.LOG_ZERO:
+        return 0.0 if up == stats.LOG_ZERO else np.inf
+    return float(up - down)
 
 
 def predictions(right: bool | None, n: int, min_support: int, cap: int) -> int:
